@@ -1,0 +1,123 @@
+"""Throughput of the fused training chunk against physics-only and policy rollouts of the same env.
+
+  python experiments/bench_throughput.py --num_envs=1024 --unroll_length=24
+
+Prints ONE JSON line. Every figure is env (control) steps per second after compilation, the
+median over --repeats rounds; each round times all variants back to back, so machine noise hits
+them alike and the ratios are side by side:
+  mjx_sps      bare MJX: the robot's physics substeps only, zero actions, no task logic
+  physics_sps  the env's own step (physics, observations, rewards, terminations, auto-reset),
+               zero actions, no policy
+  rollout_sps  env steps plus the policy: normalise, sample, value, as in training
+  train_sps    the whole training chunk (rollout, GAE, PPO epochs)
+  train_over_physics = train_sps / physics_sps, and train_over_mjx = train_sps / mjx_sps
+compile_s is the first chunk's lower + compile time; bytes_per_env is XLA's memory estimate for
+the compiled chunk (arguments, outputs and temporaries) divided by num_envs.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+from mujoco import mjx
+
+from mjx_walk import config as config_lib
+from mjx_walk import trainer as trainer_lib
+
+_NUM_ENVS = flags.DEFINE_integer("num_envs", 1024, "Parallel envs.")
+_UNROLL = flags.DEFINE_integer("unroll_length", 24, "Control steps per rollout.")
+_UPDATES = flags.DEFINE_integer("updates_per_chunk", 2, "PPO updates per timed training chunk.")
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed rounds; the median is reported.")
+_CONFIG = flags.DEFINE_string("config", None, "Optional config file; defaults to the CPU default.")
+
+
+def _time(fn, *args) -> float:
+  start = time.perf_counter()
+  jax.block_until_ready(fn(*args))
+  return time.perf_counter() - start
+
+
+def main(argv):
+  del argv
+  cfg = config_lib.load_file(_CONFIG.value) if _CONFIG.value else config_lib.default()
+  cfg.num_envs, cfg.unroll_length = _NUM_ENVS.value, _UNROLL.value
+  cfg.updates_per_chunk = _UPDATES.value
+  config_lib.validate(cfg)
+  trainer = trainer_lib.make_trainer(cfg)
+  env = trainer.env
+  n, t = cfg.num_envs, cfg.unroll_length
+  carry = trainer.init(jax.random.key(cfg.seed))
+  zeros = jnp.zeros((n, env.action_size))
+
+  @jax.jit
+  def mjx_rollout(data):
+    step = jax.vmap(lambda d: mjx.step(env.model, d))
+    def body(d, _):
+      return jax.lax.fori_loop(0, env.substeps, lambda _, x: step(x), d), None
+    return jax.lax.scan(body, data, None, t)[0]
+
+  @jax.jit
+  def physics_rollout(state):
+    return jax.lax.scan(lambda s, _: (jax.vmap(env.step)(s, zeros), None), state, None, t)[0]
+
+  @jax.jit
+  def policy_rollout(train, state):
+    train, state, traj = trainer.collect(train, state)
+    return train, state, traj.reward
+
+  start = time.perf_counter()
+  compiled_chunk = trainer.train_chunk.lower(carry).compile()
+  compile_s = time.perf_counter() - start
+  memory = compiled_chunk.memory_analysis()
+  chunk_bytes = None
+  if memory is not None:
+    chunk_bytes = (memory.argument_size_in_bytes + memory.output_size_in_bytes
+                   + memory.temp_size_in_bytes)
+
+  env_state = carry.env
+  # Warm every variant once (compiles the three rollouts).
+  jax.block_until_ready(mjx_rollout(env_state.data))
+  jax.block_until_ready(physics_rollout(env_state))
+  jax.block_until_ready(policy_rollout(carry.train, env_state))
+
+  times = {"mjx": [], "physics": [], "rollout": [], "train": []}
+  for _ in range(_REPEATS.value):
+    times["mjx"].append(_time(mjx_rollout, env_state.data))
+    times["physics"].append(_time(physics_rollout, env_state))
+    times["rollout"].append(_time(policy_rollout, carry.train, env_state))
+    start = time.perf_counter()
+    carry, metrics = compiled_chunk(carry)
+    jax.block_until_ready(metrics)
+    times["train"].append(time.perf_counter() - start)
+    env_state = carry.env
+
+  sps = {name: n * t / statistics.median(ts) for name, ts in times.items()}
+  sps["train"] *= cfg.updates_per_chunk
+  print(json.dumps({
+      "num_envs": n,
+      "unroll_length": t,
+      "updates_per_chunk": cfg.updates_per_chunk,
+      "substeps": env.substeps,
+      "device": jax.devices()[0].device_kind,
+      "mjx_sps": round(sps["mjx"]),
+      "mjx_physics_steps_per_s": round(sps["mjx"] * env.substeps),
+      "physics_sps": round(sps["physics"]),
+      "rollout_sps": round(sps["rollout"]),
+      "train_sps": round(sps["train"]),
+      "train_over_physics": round(sps["train"] / sps["physics"], 3),
+      "train_over_mjx": round(sps["train"] / sps["mjx"], 3),
+      "rollout_over_physics": round(sps["rollout"] / sps["physics"], 3),
+      "compile_s": round(compile_s, 1),
+      "bytes_per_env": None if chunk_bytes is None else round(chunk_bytes / n),
+      "repeats": _REPEATS.value,
+  }))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,385 @@
+"""The joystick locomotion task for ONE env: reset, step, observations, terminations, auto-reset.
+
+`LocomotionEnv` holds only static things (the nominal `mjx.Model`, index arrays, the config).
+`reset(key) -> EnvState` and `step(state, action) -> EnvState` are pure functions of one env;
+the trainer batches them with `jax.vmap`.
+
+Episode ends carry a `ResetReason`. `fall`, `body_contact`, `joint_limit` and `nonfinite` are
+terminations (no bootstrap); `timeout` is a truncation (bootstrapped from the value of the true
+final observation). `step` auto-resets a finished env in place and keeps the pre-reset observation
+in `EnvState.final_obs`, so the trainer never bootstraps from the next episode's first frame.
+A non-finite physics state resets only its own env, is counted as `nonfinite`, and is replaced by
+zeros before it can reach any reward, observation or metric.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import mujoco
+from mujoco import mjx
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk import rewards
+from mjx_walk import robots
+
+Observation = dict[str, jax.Array]  # {"policy": [O], "critic": [P]}
+
+
+class ResetReason(enum.IntEnum):
+  """Why an episode ended. NONE means it did not end on this step."""
+
+  NONE = 0
+  FALL = 1
+  TIMEOUT = 2
+  JOINT_LIMIT = 3
+  BODY_CONTACT = 4
+  NONFINITE = 5
+
+
+REASON_NAMES: tuple[str, ...] = tuple(r.name.lower() for r in ResetReason if r != ResetReason.NONE)
+
+
+@flax.struct.dataclass
+class TaskState:
+  """Per-env task bookkeeping carried between control steps."""
+
+  command: jax.Array
+  """float32 [3]: (vx m/s, vy m/s, yaw rate rad/s) in the trunk frame."""
+  last_action: jax.Array
+  """float32 [A]: the previous (clipped) policy action."""
+  feet_air_time: jax.Array
+  """float32 [F]: seconds each foot has been off the ground."""
+  last_contact: jax.Array
+  """bool [F]: foot contact on the previous step."""
+  step: jax.Array
+  """int32 []: control steps since the episode began."""
+  episode_return: jax.Array
+  """float32 []: reward summed over the episode so far."""
+
+
+@flax.struct.dataclass
+class EnvState:
+  """One env's full state. Batched along a leading axis by `jax.vmap`."""
+
+  data: mjx.Data
+  obs: Observation
+  """Observation the policy acts on next (the new episode's first one after an auto-reset)."""
+  final_obs: Observation
+  """Observation at the end of this step before any auto-reset; equals `obs` when not done."""
+  reward: jax.Array
+  """float32 []: reward of the last step."""
+  terminated: jax.Array
+  """bool []: the last step ended the episode by a failure (no bootstrap)."""
+  truncated: jax.Array
+  """bool []: the last step hit the time limit (bootstrap from `final_obs`)."""
+  reset_reason: jax.Array
+  """int32 []: a `ResetReason`; NONE when the episode continues."""
+  key: jax.Array
+  task: TaskState
+  metrics: dict[str, jax.Array]
+  """Logging only: `reward/<term>` scaled per-step terms, and `episode/return`, `episode/length`
+  of the episode that ended on this step (0 otherwise)."""
+
+
+def _rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
+  """Rotates a world-frame vector into the frame of the unit quaternion (w, x, y, z)."""
+  w, xyz = quat[0], -quat[1:]
+  t = 2.0 * jnp.cross(xyz, vec)
+  return vec + w * t + jnp.cross(xyz, t)
+
+
+def _uniform_noise(key: jax.Array, x: jax.Array, level: float) -> jax.Array:
+  return x + level * jax.random.uniform(key, x.shape, minval=-1.0, maxval=1.0)
+
+
+def _tree_where(cond: jax.Array, on_true: Any, on_false: Any) -> Any:
+  return jax.tree.map(lambda a, b: jnp.where(cond, a, b), on_true, on_false)
+
+
+class LocomotionEnv:
+  """Joystick velocity tracking for a quadruped in MJX.
+
+  Args:
+    config: the run configuration; only `config.env` and `config.reward` are read.
+  """
+
+  def __init__(self, config: config_lib.TrainConfig):
+    self.config = config
+    self.env_config = config.env
+    self.reward_config = config.reward
+    self.robot = robots.load(config.env.robot)
+    mj_model = self.robot.mj_model
+    self.model = mjx.put_model(mj_model, impl="jax")
+    self.substeps = config_lib.substeps(config, float(mj_model.opt.timestep))
+    self.dt = 1.0 / config.env.control_hz
+    self.episode_steps = round(config.env.episode_seconds * config.env.control_hz)
+    self.resample_steps = max(1, round(config.env.command_resample_seconds * config.env.control_hz))
+
+    self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)  # [A]
+    self._init_qpos = jnp.asarray(self.robot.init_qpos, jnp.float32)  # [nq]
+    self._qpos_adr = jnp.asarray(self.robot.qpos_joint_adr)  # [A]
+    self._qvel_adr = jnp.asarray(self.robot.qvel_joint_adr)  # [A]
+    self._joint_lower = jnp.asarray(self.robot.joint_lower, jnp.float32)  # [A]
+    self._joint_upper = jnp.asarray(self.robot.joint_upper, jnp.float32)  # [A]
+    self._foot_geoms = jnp.asarray(self.robot.foot_geom_ids)  # [F]
+    self._foot_radius = jnp.asarray(mj_model.geom_size[self.robot.foot_geom_ids, 0], jnp.float32)
+    self._body_contact_geoms = jnp.asarray(self.robot.body_contact_geom_ids)  # [K]
+    self._reward_scales = {
+        name: scale for name, scale in config.reward.scales().items() if scale != 0.0
+    }
+
+  # SPECS
+
+  @property
+  def action_size(self) -> int:
+    return self.robot.num_actions
+
+  @property
+  def num_feet(self) -> int:
+    return len(self.robot.foot_geom_ids)
+
+  def observation_spec(self) -> Observation:
+    """Shapes of one env's observations, from an abstract trace of `reset` (no physics runs)."""
+    state = jax.eval_shape(self.reset, jax.random.key(0))
+    return state.obs
+
+  # RESET
+
+  def _sample_command(self, key: jax.Array) -> jax.Array:
+    env = self.env_config
+    low = jnp.array([env.command_vx[0], env.command_vy[0], env.command_yaw_rate[0]])
+    high = jnp.array([env.command_vx[1], env.command_vy[1], env.command_yaw_rate[1]])
+    return jax.random.uniform(key, (3,), minval=low, maxval=high)  # [3]
+
+  def reset(self, key: jax.Array) -> EnvState:
+    """Starts a new episode from the standing pose with small random perturbations.
+
+    Args:
+      key: PRNG key for this env.
+
+    Returns:
+      The first state of an episode; `obs` is computed from the reset pose.
+    """
+    key, k_joint, k_yaw, k_vel, k_cmd, k_obs = jax.random.split(key, 6)
+    env = self.env_config
+    qpos = self._init_qpos  # [nq]
+    joint_noise = env.init_joint_noise * jax.random.uniform(
+        k_joint, (self.action_size,), minval=-1.0, maxval=1.0)  # [A]
+    joints = jnp.clip(self._default_pose + joint_noise, self._joint_lower, self._joint_upper)
+    yaw = jax.random.uniform(k_yaw, (), minval=-jnp.pi, maxval=jnp.pi)
+    yaw_quat = jnp.array([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)])  # [4]
+    qpos = qpos.at[3:7].set(yaw_quat).at[self._qpos_adr].set(joints)
+    qvel = jnp.zeros(self.model.nv).at[0:6].set(
+        env.init_velocity_noise * jax.random.uniform(k_vel, (6,), minval=-1.0, maxval=1.0))
+    data = mjx.make_data(self.model).replace(qpos=qpos, qvel=qvel, ctrl=joints)
+    # Kinematics alone positions the feet for the first observation; mjx.step recomputes the
+    # full forward pass before it integrates, so nothing else needs to be valid here.
+    data = mjx.kinematics(self.model, data)
+
+    foot_height = self._foot_height(data)
+    task = TaskState(
+        command=self._sample_command(k_cmd),
+        last_action=jnp.zeros(self.action_size),
+        feet_air_time=jnp.zeros(self.num_feet),
+        last_contact=foot_height < env.foot_contact_distance,
+        step=jnp.zeros((), jnp.int32),
+        episode_return=jnp.zeros(()),
+    )
+    obs = self._observe(data, task, k_obs)
+    zero = jnp.zeros(())
+    metrics = {f"reward/{name}": zero for name in self._reward_scales}
+    metrics.update({"episode/return": zero, "episode/length": zero})
+    return EnvState(
+        data=data,
+        obs=obs,
+        final_obs=obs,
+        reward=zero,
+        terminated=jnp.zeros((), bool),
+        truncated=jnp.zeros((), bool),
+        reset_reason=jnp.asarray(ResetReason.NONE, jnp.int32),
+        key=key,
+        task=task,
+        metrics=metrics,
+    )
+
+  # OBSERVATIONS
+
+  def _touches_floor(self, data: mjx.Data, geoms: jax.Array) -> jax.Array:
+    """Whether any of `geoms` penetrates the floor, from the last substep's contacts.
+
+    MJX keeps a fixed-size contact list whose geom pairs are filled in by the collision pass,
+    so the pairs of interest are picked out by id on every call (a few dozen comparisons).
+    """
+    contact = data._impl.contact  # pylint: disable=protected-access
+    floor = self.robot.floor_geom_id
+    pair = contact.geom  # [C, 2]
+    mine = ((pair[:, 0] == floor) & jnp.isin(pair[:, 1], geoms)) | (
+        (pair[:, 1] == floor) & jnp.isin(pair[:, 0], geoms))  # [C]
+    return (mine & (contact.dist < 0.0)).any()
+
+
+  def _foot_height(self, data: mjx.Data) -> jax.Array:
+    """Lowest point of each foot sphere above the floor plane z = 0, m. [F]"""
+    return data.geom_xpos[self._foot_geoms, 2] - self._foot_radius
+
+  def _trunk_frame(self, data: mjx.Data) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Trunk linear velocity, angular velocity and gravity direction, all in the trunk frame."""
+    quat = data.qpos[3:7]
+    lin_vel = _rotate_inverse(quat, data.qvel[0:3])  # [3] free-joint linear vel is world frame
+    ang_vel = data.qvel[3:6]  # [3] free-joint angular vel is already in the body frame
+    gravity = _rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0]))  # [3]
+    return lin_vel, ang_vel, gravity
+
+  def _observe(self, data: mjx.Data, task: TaskState, key: jax.Array) -> Observation:
+    """Builds the noisy policy observation and the noise-free privileged critic observation."""
+    env = self.env_config
+    lin_vel, ang_vel, gravity = self._trunk_frame(data)
+    joint_pos = data.qpos[self._qpos_adr] - self._default_pose  # [A]
+    joint_vel = data.qvel[self._qvel_adr]  # [A]
+    clean = [
+        ang_vel,  # 3 trunk angular velocity
+        gravity,  # 3 projected gravity
+        task.command,  # 3 command
+        joint_pos,  # A joint positions relative to the standing pose
+        joint_vel,  # A joint velocities
+        task.last_action,  # A previous action
+    ]
+    levels = [env.noise_gyro, env.noise_gravity, 0.0, env.noise_joint_pos, env.noise_joint_vel, 0.0]
+    keys = jax.random.split(key, len(clean))
+    noisy = [
+        _uniform_noise(k, x, env.obs_noise_scale * level) if level else x
+        for k, x, level in zip(keys, clean, levels)
+    ]
+    foot_height = self._foot_height(data)  # [F]
+    critic = clean + [
+        lin_vel,  # 3 trunk linear velocity
+        (foot_height < env.foot_contact_distance).astype(jnp.float32),  # F foot contacts
+        foot_height,  # F foot heights
+    ]
+    return {"policy": jnp.concatenate(noisy), "critic": jnp.concatenate(critic)}
+
+  # STEP
+
+  def step(self, state: EnvState, action: jax.Array) -> EnvState:
+    """Advances one control step, then auto-resets the env if its episode ended.
+
+    Args:
+      state: this env's state.
+      action: float32 [A], raw policy output; clipped, scaled and added to the standing pose to
+        give the PD targets.
+
+    Returns:
+      The next state. `reward`, `terminated`, `truncated`, `reset_reason`, `final_obs` and
+      `metrics` describe the step just taken, even when `obs` already belongs to a new episode.
+    """
+    env = self.env_config
+    key, k_cmd, k_obs, k_reset = jax.random.split(state.key, 4)
+    action = jnp.clip(action, -env.action_clip, env.action_clip)  # [A]
+    targets = self._default_pose + self.robot.spec.action_scale * action  # [A]
+
+    # PHYSICS
+    def physics_step(_, data):
+      return mjx.step(self.model, data)
+
+    data = state.data.replace(ctrl=targets)
+    data = jax.lax.fori_loop(0, self.substeps, physics_step, data)
+    finite = jnp.isfinite(data.qpos).all() & jnp.isfinite(data.qvel).all()
+    # Zero a diverged state so no NaN reaches obs, reward or metrics; the env is reset below.
+    data = data.replace(
+        qpos=jnp.where(finite, data.qpos, self._init_qpos),
+        qvel=jnp.where(finite, data.qvel, 0.0),
+        geom_xpos=jnp.where(finite, data.geom_xpos, 0.0),
+        actuator_force=jnp.where(finite, data.actuator_force, 0.0),
+    )
+
+    # TASK
+    step_count = state.task.step + 1
+    foot_height = self._foot_height(data)  # [F]
+    contact = foot_height < env.foot_contact_distance  # [F]
+    contact_filtered = contact | state.task.last_contact  # [F] debounces one-step chatter
+    air_time = state.task.feet_air_time + self.dt  # [F]
+    first_contact = (state.task.feet_air_time > 0.0) & contact_filtered  # [F]
+    resample = (step_count % self.resample_steps) == 0
+    command = jnp.where(resample, self._sample_command(k_cmd), state.task.command)
+
+    # TERMINATION
+    lin_vel, ang_vel, gravity = self._trunk_frame(data)
+    joint_pos = data.qpos[self._qpos_adr]  # [A]
+    fell = (data.qpos[2] < env.fall_height) | (
+        -gravity[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
+    body_contact = jnp.zeros((), bool)
+    if env.terminate_on_body_contact:
+      body_contact = self._touches_floor(data, self._body_contact_geoms) & finite
+    at_limit = jnp.zeros((), bool)
+    if env.terminate_on_joint_limit:
+      margin = env.joint_limit_margin
+      at_limit = ((joint_pos < self._joint_lower + margin) |
+                  (joint_pos > self._joint_upper - margin)).any()
+    timeout = step_count >= self.episode_steps
+    # The first matching reason wins: a diverged state is reported as such even if it "fell".
+    reason = jnp.select(
+        [~finite, fell, body_contact, at_limit, timeout],
+        [ResetReason.NONFINITE, ResetReason.FALL, ResetReason.BODY_CONTACT,
+         ResetReason.JOINT_LIMIT, ResetReason.TIMEOUT],
+        ResetReason.NONE,
+    ).astype(jnp.int32)
+    truncated = reason == ResetReason.TIMEOUT
+    terminated = (reason != ResetReason.NONE) & ~truncated
+
+    # REWARD
+    terms = {
+        "tracking_lin_vel": lambda: rewards.tracking_lin_vel(
+            state.task.command, lin_vel, self.reward_config.tracking_sigma),
+        "tracking_ang_vel": lambda: rewards.tracking_ang_vel(
+            state.task.command, ang_vel, self.reward_config.tracking_sigma),
+        "lin_vel_z": lambda: rewards.lin_vel_z(lin_vel),
+        "ang_vel_xy": lambda: rewards.ang_vel_xy(ang_vel),
+        "orientation": lambda: rewards.orientation(gravity),
+        "torques": lambda: rewards.torques(data.actuator_force),
+        "action_rate": lambda: rewards.action_rate(action, state.task.last_action),
+        "feet_air_time": lambda: rewards.feet_air_time(
+            air_time, first_contact, state.task.command, self.reward_config.air_time_target),
+        "pose": lambda: rewards.pose(joint_pos, self._default_pose),
+        "termination": lambda: rewards.termination(terminated),
+    }
+    scaled = {
+        name: scale * self.dt * jnp.where(finite, terms[name](), 0.0)
+        for name, scale in self._reward_scales.items()
+    }
+    reward = sum(scaled.values(), jnp.zeros(()))
+    episode_return = state.task.episode_return + reward
+
+    task = TaskState(
+        command=command,
+        last_action=action,
+        feet_air_time=air_time * ~contact_filtered,
+        last_contact=contact,
+        step=step_count,
+        episode_return=episode_return,
+    )
+    obs = self._observe(data, task, k_obs)
+    done = terminated | truncated
+    metrics = {f"reward/{name}": value for name, value in scaled.items()}
+    metrics["episode/return"] = jnp.where(done, episode_return, 0.0)
+    metrics["episode/length"] = jnp.where(done, step_count, 0).astype(jnp.float32)
+
+    # AUTO-RESET
+    fresh = self.reset(k_reset)
+    return EnvState(
+        data=_tree_where(done, fresh.data, data),
+        obs=_tree_where(done, fresh.obs, obs),
+        final_obs=obs,
+        reward=reward,
+        terminated=terminated,
+        truncated=truncated,
+        reset_reason=reason,
+        key=key,
+        task=_tree_where(done, fresh.task, task),
+        metrics=metrics,
+    )

@@ -1,0 +1,282 @@
+"""The Flax actor-critic and its action distribution.
+
+This module owns the policy and value networks (`Actor`, `Critic`, built from
+one `MLP`), the static pair of them (`ActorCritic`) with its separate parameter
+trees (`ActorCriticParams`), and the diagonal Gaussian action distribution as
+pure functions (`sample`, `log_prob`, `entropy`).
+
+Actions are raw Gaussian samples, not squashed with tanh: they are offsets from
+the default pose that the env scales and clips. Keeping them unsquashed keeps
+`log_prob` exact and cheap (no Jacobian correction), as in rsl_rl / legged_gym.
+
+Nothing here knows about the env; observations arrive already normalised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import chex
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+PyTree = Any
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "elu": nn.elu,
+    "relu": nn.relu,
+    "tanh": nn.tanh,
+    "swish": nn.swish,
+}
+
+# Floor on the policy std. exp(log_std) is positive already; the floor stops
+# log_prob's 1/std^2 from exploding if one bad update drives log_std very low.
+_LOG_STD_MIN = math.log(1e-3)
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class MLP(nn.Module):
+  """A plain multilayer perceptron with orthogonal init and zero biases.
+
+  Attributes:
+    hidden_sizes: width of each hidden layer, in order.
+    out_size: width of the output layer (no activation on it).
+    activation: a key of `ACTIVATIONS`, applied after every hidden layer.
+    out_scale: gain of the orthogonal init of the output layer. Hidden layers
+      use sqrt(2), the gain that keeps activations' scale through ReLU-like
+      units (the PPO implementation-details default).
+  """
+
+  hidden_sizes: Sequence[int]
+  out_size: int
+  activation: str
+  out_scale: float
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    """Maps float32 [..., I] to float32 [..., out_size]."""
+    act = ACTIVATIONS[self.activation]
+    for i, size in enumerate(self.hidden_sizes):
+      x = nn.Dense(
+          size,
+          kernel_init=nn.initializers.orthogonal(math.sqrt(2.0)),
+          bias_init=nn.initializers.zeros,
+          name=f"hidden_{i}",
+      )(x)  # [..., size]
+      x = act(x)  # [..., size]
+    return nn.Dense(
+        self.out_size,
+        kernel_init=nn.initializers.orthogonal(self.out_scale),
+        bias_init=nn.initializers.zeros,
+        name="out",
+    )(x)  # [..., out_size]
+
+
+class Actor(nn.Module):
+  """The policy: a Gaussian with state-dependent mean and learned, state-independent std.
+
+  The std is one learnable parameter `log_std` [A], not a second network head.
+  A state-independent std (as in rsl_rl / legged_gym) keeps exploration from
+  collapsing on states the critic has not seen yet, and no single minibatch can
+  drive it to 0 for a region of state space. The log parameterisation keeps the
+  std positive and gives gradients that are invariant to the std's scale.
+
+  Attributes:
+    hidden_sizes: hidden widths of the mean network.
+    action_size: A, the number of actuated joints.
+    activation: a key of `ACTIVATIONS`.
+    init_std: the initial std of every action dim (> 0).
+  """
+
+  hidden_sizes: Sequence[int]
+  action_size: int
+  activation: str
+  init_std: float
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Computes the action distribution.
+
+    Args:
+      obs: float32 [..., O] normalised policy observations.
+
+    Returns:
+      (mean, std): float32 [..., A] each; std is broadcast from `log_std`.
+    """
+    # Output gain 0.01: the initial mean action is ~0, i.e. the default pose,
+    # so the first rollouts start from standing rather than random flailing.
+    mean = MLP(
+        self.hidden_sizes, self.action_size, self.activation, out_scale=0.01, name="mean"
+    )(obs)  # [..., A]
+    log_std = self.param(
+        "log_std", nn.initializers.constant(math.log(self.init_std)), (self.action_size,)
+    )  # [A]
+    std = jnp.exp(jnp.maximum(log_std, _LOG_STD_MIN))  # [A]
+    return mean, jnp.broadcast_to(std, mean.shape)  # [..., A] each
+
+
+class Critic(nn.Module):
+  """The value function V(s) on the (privileged) critic observation.
+
+  Attributes:
+    hidden_sizes: hidden widths.
+    activation: a key of `ACTIVATIONS`.
+  """
+
+  hidden_sizes: Sequence[int]
+  activation: str
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> jax.Array:
+    """Maps float32 [..., P] critic observations to float32 [...] values."""
+    value = MLP(self.hidden_sizes, 1, self.activation, out_scale=1.0, name="value")(obs)  # [..., 1]
+    return value[..., 0]  # [...]
+
+
+@flax.struct.dataclass
+class ActorCriticParams:
+  """The two networks' parameters, as separate trees.
+
+  Separate trees make the separation of the two losses' gradients visible: the
+  value loss reaches only `critic`, and the checkpoint can export `actor` alone
+  for deployment.
+
+  Attributes:
+    actor: `Actor` variables, `{"params": {"mean": ..., "log_std": [A]}}`.
+    critic: `Critic` variables, `{"params": {"value": ...}}`.
+  """
+
+  actor: PyTree
+  critic: PyTree
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCritic:
+  """The actor and critic modules; static (hashable), holds no parameters.
+
+  Attributes:
+    actor: the policy module.
+    critic: the value module.
+  """
+
+  actor: Actor
+  critic: Critic
+
+  def init(self, key: jax.Array, policy_obs_size: int, critic_obs_size: int) -> ActorCriticParams:
+    """Initialises both networks.
+
+    Args:
+      key: PRNG key.
+      policy_obs_size: O, the policy observation width.
+      critic_obs_size: P, the critic observation width.
+
+    Returns:
+      Fresh `ActorCriticParams`.
+    """
+    # Independent keys so the two networks' inits do not correlate.
+    k_actor, k_critic = jax.random.split(key)
+    actor = self.actor.init(k_actor, jnp.zeros((1, policy_obs_size), jnp.float32))
+    critic = self.critic.init(k_critic, jnp.zeros((1, critic_obs_size), jnp.float32))
+    return ActorCriticParams(actor=actor, critic=critic)
+
+  def policy(self, params: ActorCriticParams, policy_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Action distribution for float32 [..., O] observations; (mean, std) float32 [..., A]."""
+    return self.actor.apply(params.actor, policy_obs)
+
+  def value(self, params: ActorCriticParams, critic_obs: jax.Array) -> jax.Array:
+    """Values float32 [...] for float32 [..., P] critic observations."""
+    return self.critic.apply(params.critic, critic_obs)
+
+
+def make_actor_critic(
+    action_size: int,
+    actor_hidden_sizes: Sequence[int],
+    critic_hidden_sizes: Sequence[int],
+    activation: str,
+    init_std: float,
+) -> ActorCritic:
+  """Builds the actor-critic from sizes.
+
+  Args:
+    action_size: A.
+    actor_hidden_sizes: hidden widths of the policy mean network.
+    critic_hidden_sizes: hidden widths of the value network.
+    activation: one of `ACTIVATIONS`.
+    init_std: initial policy std, > 0.
+
+  Returns:
+    The static `ActorCritic`.
+
+  Raises:
+    ValueError: on an unknown activation, a non-positive size or init_std.
+  """
+  if activation not in ACTIVATIONS:
+    raise ValueError(
+        f"activation={activation!r} is unknown; expected one of {sorted(ACTIVATIONS)}."
+    )
+  if action_size <= 0:
+    raise ValueError(f"action_size={action_size} must be a positive integer.")
+  hidden = {"actor_hidden_sizes": actor_hidden_sizes, "critic_hidden_sizes": critic_hidden_sizes}
+  for name, sizes in hidden.items():
+    if any(s <= 0 for s in sizes):
+      raise ValueError(f"{name}={tuple(sizes)} must hold positive integers.")
+  if not init_std > 0:
+    raise ValueError(f"init_std={init_std} must be > 0.")
+  # Tuples, so the modules (and the ActorCritic) hash and can be jit-static.
+  return ActorCritic(
+      actor=Actor(tuple(actor_hidden_sizes), action_size, activation, float(init_std)),
+      critic=Critic(tuple(critic_hidden_sizes), activation),
+  )
+
+
+def sample(key: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
+  """Draws actions from the diagonal Gaussian.
+
+  Args:
+    key: PRNG key.
+    mean: float32 [..., A].
+    std: float32 [..., A], > 0.
+
+  Returns:
+    float32 [..., A] actions, unsquashed (the env clips).
+  """
+  chex.assert_equal_shape([mean, std])
+  noise = jax.random.normal(key, mean.shape, mean.dtype)  # [..., A]
+  return mean + std * noise  # [..., A]
+
+
+def log_prob(mean: jax.Array, std: jax.Array, action: jax.Array) -> jax.Array:
+  """Log density of actions under the diagonal Gaussian.
+
+  Args:
+    mean: float32 [..., A].
+    std: float32 [..., A], > 0.
+    action: float32 [..., A].
+
+  Returns:
+    float32 [...], summed over the action dim.
+  """
+  chex.assert_equal_shape([mean, std, action])
+  z = (action - mean) / std  # [..., A]
+  per_dim = -0.5 * jnp.square(z) - jnp.log(std) - 0.5 * _LOG_2PI  # [..., A]
+  return jnp.sum(per_dim, axis=-1)  # [...]
+
+
+def entropy(std: jax.Array) -> jax.Array:
+  """Entropy of the diagonal Gaussian, which depends on the std only.
+
+  Args:
+    std: float32 [..., A], > 0.
+
+  Returns:
+    float32 [...], summed over the action dim: sum(0.5 + 0.5 log(2 pi) + log std).
+  """
+  if jnp.ndim(std) < 1:
+    raise ValueError(f"std must have an action dim, got shape {jnp.shape(std)}.")
+  return jnp.sum(0.5 + 0.5 * _LOG_2PI + jnp.log(std), axis=-1)  # [...]

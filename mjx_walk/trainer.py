@@ -1,0 +1,327 @@
+"""`TrainState` and the fused, jit-compiled training chunk: rollout, GAE and PPO update in one jit.
+
+A chunk is one jitted function `Carry -> (Carry, Metrics)`:
+
+  lax.scan over `updates_per_chunk` updates, each of which
+    COLLECT TRAJECTORIES  lax.scan over `unroll_length` steps of the vmapped env and policy
+    CALCULATE ADVANTAGE   GAE over the [T, N] block, truncations bootstrapped from final obs
+    UPDATE NETWORK        lax.scan over epochs of lax.scan over shuffled minibatches
+
+Nothing inside a chunk returns to the host. The carry is donated, so the env state and the
+optimizer state are updated in place. The host loop (`mjx_walk.train`) moves the stacked metrics
+off the device once per chunk and reduces them with `summarize`.
+
+Batching is `jax.vmap` over a leading env axis with no per-device logic and no `pmap`, so the env
+axis can later be sharded over devices with `jax.sharding` without touching this file's math.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+import chex
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from mjx_walk import config as config_lib
+from mjx_walk import env as env_lib
+from mjx_walk import networks
+from mjx_walk import normalizer
+from mjx_walk import ppo
+
+Metrics = dict[str, jax.Array]
+
+
+@flax.struct.dataclass
+class TrainState:
+  """Everything the learner owns; saved whole by checkpoints."""
+
+  params: networks.ActorCriticParams
+  opt_state: optax.OptState
+  normalizer: normalizer.NormalizerState
+  key: jax.Array
+  update_step: jax.Array
+  """int32 []: PPO updates done. Env steps are exactly update_step * config.batch_size."""
+
+
+@flax.struct.dataclass
+class Carry:
+  """The donated state of a chunk."""
+
+  train: TrainState
+  env: env_lib.EnvState
+  """Batched over a leading [N] env axis."""
+
+
+@flax.struct.dataclass
+class Transition:
+  """One vmapped control step as the learner sees it. Leading dims [T, N] once stacked."""
+
+  policy_obs: jax.Array
+  """[O] normalised policy observation the action was sampled from."""
+  critic_obs: jax.Array
+  """[P] normalised critic observation."""
+  action: jax.Array
+  """[A] raw sampled action."""
+  log_prob: jax.Array
+  """[] behaviour log-probability of `action`."""
+  value: jax.Array
+  """[] V(critic_obs)."""
+  final_value: jax.Array
+  """[] V(final observation of this step); bootstraps a timeout."""
+  reward: jax.Array
+  terminated: jax.Array
+  truncated: jax.Array
+  reset_reason: jax.Array
+  metrics: dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trainer:
+  """The static pieces of a run and its two entry points."""
+
+  config: config_lib.TrainConfig
+  env: env_lib.LocomotionEnv
+  networks: networks.ActorCritic
+  optimizer: optax.GradientTransformation
+  init: Callable[[jax.Array], Carry]
+  """key -> Carry: fresh parameters, optimizer, normalizer and a reset batch of envs."""
+  collect: Callable[[TrainState, env_lib.EnvState], tuple[TrainState, env_lib.EnvState, Transition]]
+  """Not jitted: one rollout of `unroll_length` steps, the first part of every update."""
+  train_chunk: Callable[[Carry], tuple[Carry, Metrics]]
+  """Jitted, donating: runs `config.updates_per_chunk` updates."""
+
+
+def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | None = None) -> Trainer:
+  """Builds the init function and the fused, jitted training chunk.
+
+  Args:
+    config: a validated run configuration; closed over, so it is static under jit.
+    env: the env to train on; built from `config` when omitted.
+
+  Returns:
+    A `Trainer`. `trainer.train_chunk` compiles on its first call and never again.
+  """
+  config_lib.validate(config)
+  env = env or env_lib.LocomotionEnv(config)
+  ppo_cfg, net_cfg = config.ppo, config.network
+  num_envs, unroll = config.num_envs, config.unroll_length
+  obs_spec = env.observation_spec()
+  nets = networks.make_actor_critic(
+      action_size=env.action_size,
+      actor_hidden_sizes=net_cfg.actor_hidden_sizes,
+      critic_hidden_sizes=net_cfg.critic_hidden_sizes,
+      activation=net_cfg.activation,
+      init_std=net_cfg.init_std,
+  )
+  optimizer = ppo.make_optimizer(ppo_cfg.learning_rate, ppo_cfg.max_grad_norm)
+  loss_cfg = ppo.LossConfig(
+      clip_eps=ppo_cfg.clip_eps,
+      value_coef=ppo_cfg.value_coef,
+      entropy_coef=ppo_cfg.entropy_coef,
+  )
+  batched_reset = jax.vmap(env.reset)
+  batched_step = jax.vmap(env.step)
+
+  def init(key: jax.Array) -> Carry:
+    # Network keys are shared by every env; env keys are split per env below.
+    k_net, k_env, k_loop = jax.random.split(key, 3)
+    params = nets.init(k_net, obs_spec["policy"].shape[-1], obs_spec["critic"].shape[-1])
+    train = TrainState(
+        params=params,
+        opt_state=optimizer.init(params),
+        normalizer=normalizer.init(obs_spec),
+        key=k_loop,
+        update_step=jnp.zeros((), jnp.int32),
+    )
+    return Carry(train=train, env=batched_reset(jax.random.split(k_env, num_envs)))
+
+  def normalize(norm: normalizer.NormalizerState, obs: env_lib.Observation) -> env_lib.Observation:
+    if not ppo_cfg.normalize_observations:
+      return obs
+    return normalizer.normalize(norm, obs)
+
+  def rollout_step(
+      carry: tuple[TrainState, env_lib.EnvState], key: jax.Array
+  ) -> tuple[tuple[TrainState, env_lib.EnvState], Transition]:
+    """One vmapped env step under the current policy.
+
+    Carry: (train state whose normalizer absorbs this step's observations, batched env state).
+    Output: the `Transition`, leaves [N, ...].
+    """
+    train, env_state = carry
+    if ppo_cfg.normalize_observations:
+      train = train.replace(normalizer=normalizer.update(train.normalizer, env_state.obs))
+    obs = normalize(train.normalizer, env_state.obs)
+    mean, std = nets.policy(train.params, obs["policy"])  # [N, A]
+    action = networks.sample(key, mean, std)  # [N, A]
+    next_env = batched_step(env_state, action)
+    final_obs = normalize(train.normalizer, next_env.final_obs)
+    transition = Transition(
+        policy_obs=obs["policy"],
+        critic_obs=obs["critic"],
+        action=action,
+        log_prob=networks.log_prob(mean, std, action),  # [N]
+        value=nets.value(train.params, obs["critic"]),  # [N]
+        final_value=nets.value(train.params, final_obs["critic"]),  # [N]
+        reward=next_env.reward,
+        terminated=next_env.terminated,
+        truncated=next_env.truncated,
+        reset_reason=next_env.reset_reason,
+        metrics=next_env.metrics,
+    )
+    return (train, next_env), transition
+
+  def collect(
+      train: TrainState, env_state: env_lib.EnvState
+  ) -> tuple[TrainState, env_lib.EnvState, Transition]:
+    """`unroll_length` vmapped steps under the current policy; consumes one split of train.key.
+
+    Returns:
+      The train state (normalizer updated, key advanced), the env state after the rollout, and
+      the stacked transitions, leaves [T, N, ...].
+    """
+    key, k_rollout = jax.random.split(train.key)
+    (train, env_state), traj = jax.lax.scan(
+        rollout_step, (train.replace(key=key), env_state), jax.random.split(k_rollout, unroll))
+    chex.assert_shape(traj.reward, (unroll, num_envs))
+    return train, env_state, traj
+
+  def minibatch_step(
+      carry: tuple[networks.ActorCriticParams, optax.OptState], batch: ppo.Batch
+  ) -> tuple[tuple[networks.ActorCriticParams, optax.OptState], Metrics]:
+    """One SGD step. Carry: (params, opt_state). Output: the loss metrics, scalars."""
+    params, opt_state = carry
+    grads, loss_metrics = jax.grad(ppo.ppo_loss, has_aux=True)(params, nets, batch, loss_cfg)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    if ppo_cfg.desired_kl > 0:
+      lr = ppo.adapt_learning_rate(
+          ppo.get_learning_rate(opt_state), loss_metrics["loss/approx_kl"], ppo_cfg.desired_kl)
+      opt_state = ppo.set_learning_rate(opt_state, lr)
+    return (params, opt_state), loss_metrics
+
+  def epoch_step(
+      batch: ppo.Batch, carry: tuple[networks.ActorCriticParams, optax.OptState], key: jax.Array
+  ) -> tuple[tuple[networks.ActorCriticParams, optax.OptState], Metrics]:
+    """One pass over `batch` in shuffled minibatches. Output: loss metrics [M]."""
+    permutation = jax.random.permutation(key, config.batch_size)  # [T*N]
+    minibatches = jax.tree.map(
+        lambda x: x[permutation].reshape((ppo_cfg.num_minibatches, -1) + x.shape[1:]), batch)
+    return jax.lax.scan(minibatch_step, carry, minibatches)
+
+  def update_step(carry: Carry, _) -> tuple[Carry, Metrics]:
+    """One PPO update. Carry: `Carry`. Output: this update's metrics, scalars."""
+    # COLLECT TRAJECTORIES
+    train, env_state, traj = collect(carry.train, carry.env)
+    key, k_epochs = jax.random.split(train.key)
+
+    # CALCULATE ADVANTAGE
+    last_obs = normalize(train.normalizer, env_state.obs)
+    bootstrap_value = nets.value(train.params, last_obs["critic"])  # [N]
+    advantages, returns = ppo.compute_gae(
+        rewards=traj.reward,
+        values=traj.value,
+        bootstrap_value=bootstrap_value,
+        terminated=traj.terminated,
+        truncated=traj.truncated,
+        truncation_values=traj.final_value,
+        gamma=ppo_cfg.gamma,
+        gae_lambda=ppo_cfg.gae_lambda,
+    )  # [T, N] each
+
+    # UPDATE NETWORK
+    flat = lambda x: x.reshape((config.batch_size,) + x.shape[2:])  # [T, N, ...] -> [T*N, ...]
+    batch = ppo.Batch(
+        policy_obs=flat(traj.policy_obs),
+        critic_obs=flat(traj.critic_obs),
+        actions=flat(traj.action),
+        log_probs=flat(traj.log_prob),
+        values=flat(traj.value),
+        advantages=flat(advantages),
+        returns=flat(returns),
+    )
+    (params, opt_state), loss_metrics = jax.lax.scan(
+        functools.partial(epoch_step, batch),
+        (train.params, train.opt_state),
+        jax.random.split(k_epochs, ppo_cfg.num_epochs),
+    )
+    train = train.replace(
+        params=params, opt_state=opt_state, key=key, update_step=train.update_step + 1)
+
+    metrics = _update_metrics(traj, advantages, returns, loss_metrics)
+    metrics["policy/std_mean"] = jnp.mean(nets.policy(params, batch.policy_obs[:1])[1])
+    metrics["ppo/learning_rate"] = ppo.get_learning_rate(opt_state)
+    return Carry(train=train, env=env_state), metrics
+
+  def train_chunk(carry: Carry) -> tuple[Carry, Metrics]:
+    """`updates_per_chunk` updates. Output metrics are stacked: leaves [K]."""
+    return jax.lax.scan(update_step, carry, None, config.updates_per_chunk)
+
+  return Trainer(
+      config=config,
+      env=env,
+      networks=nets,
+      optimizer=optimizer,
+      init=jax.jit(init),
+      collect=collect,
+      # The guard turns an accidental recompile (a shape or dtype drifting between chunks) into
+      # an error instead of a silent minute of compiling per chunk.
+      train_chunk=jax.jit(chex.assert_max_traces(train_chunk, n=1), donate_argnums=0),
+  )
+
+
+def _update_metrics(
+    traj: Transition, advantages: jax.Array, returns: jax.Array, loss_metrics: Metrics
+) -> Metrics:
+  """Reduces one update's [T, N] rollout and [E, M] losses to scalars."""
+  ends = traj.terminated | traj.truncated  # [T, N]
+  num_ends = jnp.sum(ends)
+  metrics = {key: jnp.mean(value) for key, value in loss_metrics.items()}
+  metrics.update({key: jnp.mean(value) for key, value in traj.metrics.items()
+                  if key.startswith("reward/")})
+  metrics["reward/total"] = jnp.mean(traj.reward)
+  metrics["episode/count"] = num_ends.astype(jnp.float32)
+  # Sums, not means: the host divides by episode/count pooled over a chunk, and an update in
+  # which no episode ended contributes nothing instead of a 0/0.
+  metrics["episode/return_sum"] = jnp.sum(traj.metrics["episode/return"])
+  metrics["episode/length_sum"] = jnp.sum(traj.metrics["episode/length"])
+  for code in env_lib.ResetReason:
+    if code != env_lib.ResetReason.NONE:
+      metrics[f"reset/{code.name.lower()}"] = jnp.sum(traj.reset_reason == code).astype(jnp.float32)
+  metrics["advantage/mean"] = jnp.mean(advantages)
+  metrics["advantage/std"] = jnp.std(advantages)
+  metrics["value/mean"] = jnp.mean(traj.value)
+  metrics["loss/explained_variance"] = ppo.explained_variance(traj.value, returns)
+  return metrics
+
+
+def summarize(metrics: dict[str, np.ndarray]) -> dict[str, float]:
+  """Host-side reduction of one chunk's stacked metrics (leaves [K]) to one record.
+
+  Episode statistics are pooled over every episode that ended in the chunk; the reset-reason
+  shares are fractions of those episode ends. Everything else is the mean over the K updates.
+  """
+  record = {}
+  count = float(np.sum(metrics["episode/count"]))
+  for key, value in metrics.items():
+    if key.endswith("_sum") or key == "episode/count" or key.startswith("reset/"):
+      continue
+    record[key] = float(np.mean(value))
+  record["episode/count"] = count
+  record["episode/return"] = float(np.sum(metrics["episode/return_sum"]) / count) if count else float("nan")
+  record["episode/length"] = float(np.sum(metrics["episode/length_sum"]) / count) if count else float("nan")
+  for key, value in metrics.items():
+    if key.startswith("reset/"):
+      record[key] = float(np.sum(value) / count) if count else 0.0
+  return record
+
+
+def env_steps(train: TrainState, config: config_lib.TrainConfig) -> int:
+  """Exact env steps consumed so far (a Python int: no int32 overflow on long GPU runs)."""
+  return int(train.update_step) * config.batch_size

@@ -1,0 +1,251 @@
+"""Tests for mjx_walk.env: shapes, standing, determinism, vmap, NaN isolation, episode ends."""
+
+import functools
+
+from absl.testing import absltest
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk import env as env_lib
+
+NUM_ENVS = 4
+
+
+def _config(**env_changes) -> config_lib.TrainConfig:
+  cfg = config_lib.default()
+  for name, value in env_changes.items():
+    setattr(cfg.env, name, value)
+  return cfg
+
+
+@functools.lru_cache(maxsize=None)
+def _env(**env_changes) -> env_lib.LocomotionEnv:
+  return env_lib.LocomotionEnv(_config(**env_changes))
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted(env: env_lib.LocomotionEnv):
+  """Batched reset and step, compiled once per env and shared across tests."""
+  return jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
+
+
+def _quiet_env() -> env_lib.LocomotionEnv:
+  """No reset perturbation, no observation noise: starts exactly in the standing pose.
+
+  Joint-limit terminations are on too, so one compiled env serves most tests.
+  """
+  return _env(init_joint_noise=0.0, init_velocity_noise=0.0, obs_noise_scale=0.0,
+              terminate_on_joint_limit=True)
+
+
+def _keys(n: int = NUM_ENVS, seed: int = 0) -> jax.Array:
+  return jax.random.split(jax.random.key(seed), n)
+
+
+def _select(tree, i):
+  return jax.tree.map(lambda x: x[i], tree)
+
+
+class EnvTest(chex.TestCase):
+
+  def test_shapes(self):
+    env = _env()
+    reset, step = _jitted(env)
+    spec = env.observation_spec()
+    num_actions, num_feet = env.action_size, env.num_feet
+    self.assertEqual(num_actions, 12)
+    policy_size = 3 + 3 + 3 + 3 * num_actions
+    critic_size = policy_size + 3 + 2 * num_feet
+    self.assertEqual(spec["policy"].shape, (policy_size,))
+    self.assertEqual(spec["critic"].shape, (critic_size,))
+    state = step(reset(_keys()), jnp.zeros((NUM_ENVS, num_actions)))
+    chex.assert_shape(state.obs["policy"], (NUM_ENVS, policy_size))
+    chex.assert_shape(state.obs["critic"], (NUM_ENVS, critic_size))
+    chex.assert_shape(state.final_obs["critic"], (NUM_ENVS, critic_size))
+    chex.assert_shape([state.reward, state.terminated, state.truncated, state.reset_reason],
+                      (NUM_ENVS,))
+    chex.assert_shape(state.task.command, (NUM_ENVS, 3))
+    for name in config_lib.RewardConfig().scales():
+      chex.assert_shape(state.metrics[f"reward/{name}"], (NUM_ENVS,))
+    chex.assert_tree_all_finite(state.metrics)
+
+  def test_zero_actions_stand_for_two_seconds(self):
+    env = _quiet_env()
+    reset, step = _jitted(env)
+    num_steps = round(2.0 * env.config.env.control_hz)
+
+    def body(state, _):
+      state = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
+      return state, (state.data.qpos[:, 2], state.reset_reason)
+
+    state, (heights, reasons) = jax.lax.scan(body, reset(_keys()), None, num_steps)
+    chex.assert_tree_all_finite(state.data.qpos)
+    np.testing.assert_array_equal(reasons, env_lib.ResetReason.NONE)
+    self.assertGreater(float(heights.min()), 0.22)
+    # Standing still: over the last half second the trunk bobs by less than 1 cm and is level.
+    last = heights[-round(0.5 * env.config.env.control_hz):]
+    np.testing.assert_array_less(last.max(axis=0) - last.min(axis=0), 0.01)
+    gravity = state.obs["policy"][:, 3:6]
+    # Level within 6 degrees: the trunk's centre of mass sits 2 cm ahead of the hips, so the
+    # PD-held stance pitches forward by about 4 degrees.
+    np.testing.assert_allclose(gravity, np.tile([0.0, 0.0, -1.0], (NUM_ENVS, 1)), atol=0.1)
+
+  def test_same_key_same_state(self):
+    env = _env()
+    reset, step = _jitted(env)
+    actions = 0.3 * jax.random.normal(jax.random.key(1), (NUM_ENVS, env.action_size))
+    first = step(reset(_keys(seed=3)), actions)
+    second = step(reset(_keys(seed=3)), actions)
+    chex.assert_trees_all_equal(first, second)
+    other = step(reset(_keys(seed=4)), actions)
+    self.assertFalse(np.array_equal(first.data.qpos, other.data.qpos))
+
+  def test_vmapped_step_matches_single_env_step(self):
+    env = _env()
+    reset, step = _jitted(env)
+    single_step = jax.jit(env.step)
+    state = reset(_keys())
+    actions = 0.5 * jax.random.normal(jax.random.key(2), (NUM_ENVS, env.action_size))
+    batched = step(state, actions)
+    for i in range(NUM_ENVS):
+      single = single_step(_select(state, i), actions[i])
+      one = _select(batched, i)
+      # Discrete outcomes match exactly; float state to vectorisation round-off (the batched
+      # solver reduces in a different order; constraint forces differ by ~1e-5 relative).
+      chex.assert_trees_all_equal(
+          (one.reset_reason, one.terminated, one.truncated, one.task.step, one.key),
+          (single.reset_reason, single.terminated, single.truncated, single.task.step, single.key))
+      chex.assert_trees_all_close(
+          (one.data.qpos, one.data.qvel, one.obs, one.final_obs, one.reward, one.metrics,
+           one.task.command, one.task.feet_air_time),
+          (single.data.qpos, single.data.qvel, single.obs, single.final_obs, single.reward,
+           single.metrics, single.task.command, single.task.feet_air_time),
+          atol=1e-4, rtol=1e-4)
+
+  def test_nan_isolated_to_its_env(self):
+    env = _env()
+    reset, step = _jitted(env)
+    state = reset(_keys())
+    actions = jnp.zeros((NUM_ENVS, env.action_size))
+    poisoned = state.replace(data=state.data.replace(qvel=state.data.qvel.at[1, 7].set(jnp.nan)))
+    clean_next, poisoned_next = step(state, actions), step(poisoned, actions)
+
+    reasons = np.asarray(poisoned_next.reset_reason)
+    self.assertEqual(reasons[1], env_lib.ResetReason.NONFINITE)
+    self.assertTrue(bool(poisoned_next.terminated[1]))
+    self.assertFalse(bool(poisoned_next.truncated[1]))
+    chex.assert_tree_all_finite(poisoned_next.obs)
+    chex.assert_tree_all_finite(poisoned_next.final_obs)
+    chex.assert_tree_all_finite(poisoned_next.reward)
+    chex.assert_tree_all_finite(poisoned_next.metrics)
+    chex.assert_tree_all_finite(poisoned_next.data.qpos)
+    self.assertEqual(int(poisoned_next.task.step[1]), 0)  # that env started a new episode
+    # Garbage physics earns nothing, not even the termination penalty: the step carries no
+    # signal about the policy beyond "this episode is over".
+    self.assertEqual(float(poisoned_next.reward[1]), 0.0)
+    others = np.array([0, 2, 3])
+    chex.assert_trees_all_equal(_select(poisoned_next, others), _select(clean_next, others))
+
+  def test_timeout_is_a_truncation_with_true_final_obs(self):
+    env = _quiet_env()
+    reset, step = _jitted(env)
+    state = reset(_keys())
+    # Every env is one step from the time limit; env 2 is also far below the fall height.
+    state = state.replace(task=state.task.replace(
+        step=jnp.full((NUM_ENVS,), env.episode_steps - 1, jnp.int32)))
+    qpos = state.data.qpos.at[2, 2].set(0.1)
+    state = state.replace(data=state.data.replace(qpos=qpos))
+    nxt = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
+
+    expected = [env_lib.ResetReason.TIMEOUT] * NUM_ENVS
+    expected[2] = env_lib.ResetReason.FALL  # failure takes precedence over the time limit
+    np.testing.assert_array_equal(nxt.reset_reason, expected)
+    np.testing.assert_array_equal(nxt.truncated, [True, True, False, True])
+    np.testing.assert_array_equal(nxt.terminated, [False, False, True, False])
+    # Every env auto-reset: step counters restart, and obs is the new episode's first frame
+    # while final_obs is the frame the episode ended on.
+    np.testing.assert_array_equal(nxt.task.step, 0)
+    self.assertFalse(np.allclose(nxt.obs["critic"], nxt.final_obs["critic"]))
+    # final_obs equals the observation of the same step taken without the reset: the same
+    # state, keys and action, one command period earlier so the command is resampled alike.
+    earlier = env.episode_steps - 1 - env.resample_steps
+    self.assertEqual(env.episode_steps % env.resample_steps, 0)
+    no_limit = state.replace(task=state.task.replace(
+        step=jnp.full((NUM_ENVS,), earlier, jnp.int32)))
+    continued = step(no_limit, jnp.zeros((NUM_ENVS, env.action_size)))
+    keep = np.array([0, 1, 3])
+    chex.assert_trees_all_close(
+        _select(nxt.final_obs, keep), _select(continued.obs, keep), atol=1e-6)
+    np.testing.assert_allclose(nxt.metrics["episode/length"], env.episode_steps)
+    # Only the terminated env paid the termination penalty.
+    term = np.asarray(nxt.metrics["reward/termination"])
+    self.assertLess(term[2], 0.0)
+    np.testing.assert_array_equal(term[keep], 0.0)
+
+  def test_fall_by_tilt_and_body_contact(self):
+    env = _quiet_env()
+    reset, step = _jitted(env)
+    state = reset(_keys())
+    qpos = state.data.qpos
+    # env 0: rolled onto its side at standing height (tilt past the threshold).
+    roll = np.pi / 2
+    qpos = qpos.at[0, 3:7].set(jnp.array([np.cos(roll / 2), np.sin(roll / 2), 0.0, 0.0]))
+    # env 1: trunk far below the fall height.
+    qpos = qpos.at[1, 2].set(0.1)
+    state = state.replace(data=state.data.replace(qpos=qpos))
+    nxt = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
+    self.assertEqual(int(nxt.reset_reason[0]), env_lib.ResetReason.FALL)
+    self.assertEqual(int(nxt.reset_reason[1]), env_lib.ResetReason.FALL)
+    np.testing.assert_array_equal(nxt.reset_reason[2:], env_lib.ResetReason.NONE)
+
+    # With the height and tilt tests switched off, a trunk lying upside down on the floor (legs
+    # in the air, trunk box 1.7 cm into the ground) ends the episode by body contact alone.
+    contact_env = _env(init_joint_noise=0.0, init_velocity_noise=0.0, obs_noise_scale=0.0,
+                       fall_height=0.01, fall_tilt_degrees=180.0)
+    reset_c, step_c = _jitted(contact_env)
+    state = reset_c(_keys())
+    upside_down = jnp.array([0.0, 1.0, 0.0, 0.0])
+    qpos = state.data.qpos.at[1, 3:7].set(upside_down).at[1, 2].set(0.04)
+    state = state.replace(data=state.data.replace(qpos=qpos))
+    nxt = step_c(state, jnp.zeros((NUM_ENVS, contact_env.action_size)))
+    self.assertEqual(int(nxt.reset_reason[1]), env_lib.ResetReason.BODY_CONTACT)
+    self.assertTrue(bool(nxt.terminated[1]))
+    np.testing.assert_array_equal(np.asarray(nxt.reset_reason)[[0, 2, 3]], env_lib.ResetReason.NONE)
+
+  def test_joint_limit(self):
+    env = _quiet_env()
+    reset, step = _jitted(env)
+    state = reset(_keys())
+    # Env 3 hangs in the air (legs unloaded) with its FR calf at the upper limit and a target
+    # beyond it, so the joint stays pressed against the limit for the whole step.
+    calf = 2
+    qpos = state.data.qpos.at[3, env.robot.qpos_joint_adr[calf]].set(env.robot.joint_upper[calf])
+    qpos = qpos.at[3, 2].set(1.0)
+    state = state.replace(data=state.data.replace(qpos=qpos))
+    actions = jnp.zeros((NUM_ENVS, env.action_size)).at[3, calf].set(env.env_config.action_clip)
+    nxt = step(state, actions)
+    self.assertEqual(int(nxt.reset_reason[3]), env_lib.ResetReason.JOINT_LIMIT)
+    self.assertTrue(bool(nxt.terminated[3]))
+    np.testing.assert_array_equal(nxt.reset_reason[:3], env_lib.ResetReason.NONE)
+
+  def test_command_resampled_on_schedule(self):
+    env = _env(command_resample_seconds=0.04)  # every 2 control steps
+    reset, step = _jitted(env)
+    state = reset(_keys())
+    zeros = jnp.zeros((NUM_ENVS, env.action_size))
+    one = step(state, zeros)
+    two = step(one, zeros)
+    np.testing.assert_array_equal(one.task.command, state.task.command)
+    self.assertFalse(np.allclose(two.task.command, one.task.command))
+    low = np.array([r[0] for r in (env.env_config.command_vx, env.env_config.command_vy,
+                                   env.env_config.command_yaw_rate)])
+    high = np.array([r[1] for r in (env.env_config.command_vx, env.env_config.command_vy,
+                                    env.env_config.command_yaw_rate)])
+    self.assertTrue(np.all((two.task.command >= low) & (two.task.command <= high)))
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -1,0 +1,138 @@
+"""Tests for mjx_walk.trainer and the mjx_walk.train CLI on a tiny config."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+from absl.testing import absltest
+import chex
+import jax
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk import env as env_lib
+from mjx_walk import train as train_lib
+from mjx_walk import trainer as trainer_lib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def tiny_config() -> config_lib.TrainConfig:
+  cfg = config_lib.default()
+  cfg.num_envs = 8
+  cfg.unroll_length = 6
+  cfg.updates_per_chunk = 2
+  cfg.total_env_steps = 2 * 8 * 6 * 2
+  cfg.ppo.num_minibatches = 2
+  cfg.ppo.num_epochs = 2
+  cfg.network.actor_hidden_sizes = (16, 16)
+  cfg.network.critic_hidden_sizes = (16, 16)
+  # Short episodes so that timeouts, auto-resets and bootstraps all happen inside two chunks.
+  cfg.env.episode_seconds = 0.1
+  return cfg
+
+
+class TrainerTest(chex.TestCase):
+
+  def test_two_chunks(self):
+    cfg = tiny_config()
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(cfg.seed))
+    params_before = jax.device_get(carry.train.params)
+    lr_before = float(trainer_lib.ppo.get_learning_rate(carry.train.opt_state))
+
+    records = []
+    for _ in range(2):
+      carry, metrics = trainer.train_chunk(carry)
+      metrics = jax.device_get(metrics)
+      chex.assert_tree_all_finite(metrics)
+      chex.assert_tree_shape_prefix(metrics, (cfg.updates_per_chunk,))
+      records.append(trainer_lib.summarize(metrics))
+
+    # One trace for both chunks (the chex guard inside make_trainer would also raise).
+    self.assertEqual(trainer.train_chunk._cache_size(), 1)
+    self.assertEqual(trainer_lib.env_steps(carry.train, cfg), 2 * cfg.env_steps_per_chunk)
+    self.assertEqual(int(carry.train.update_step), 2 * cfg.updates_per_chunk)
+    chex.assert_trees_all_equal_shapes(params_before, carry.train.params)
+    changed = jax.tree.map(lambda a, b: not np.array_equal(a, b), params_before,
+                           jax.device_get(carry.train.params))
+    self.assertTrue(all(jax.tree.leaves(changed)))  # every actor and critic leaf was trained
+    # The normalizer saw exactly one observation per env step.
+    self.assertEqual(float(carry.train.normalizer.count), 2 * cfg.env_steps_per_chunk)
+    # Episodes are 5 control steps long, so each update of 6 steps ends every env once or more.
+    for record in records:
+      self.assertGreaterEqual(record["episode/count"], cfg.num_envs)
+      shares = sum(record[f"reset/{name}"] for name in env_lib.REASON_NAMES)
+      self.assertAlmostEqual(shares, 1.0, places=5)
+      self.assertGreater(record["reset/timeout"], 0.0)
+      self.assertGreater(record["policy/std_mean"], 0.0)
+    self.assertGreater(lr_before, 0.0)
+
+  def test_chunk_metrics_keys(self):
+    cfg = tiny_config()
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(0))
+    shapes = jax.eval_shape(trainer.train_chunk, carry)[1]
+    for key in ("loss/approx_kl", "loss/clipfrac", "loss/explained_variance", "policy/std_mean",
+                "ppo/learning_rate", "reward/total", "reward/tracking_lin_vel",
+                "episode/return_sum", "reset/fall", "reset/timeout", "reset/nonfinite"):
+      self.assertIn(key, shapes)
+      self.assertEqual(shapes[key].shape, (cfg.updates_per_chunk,))
+
+  def test_invalid_config_fails_before_compiling(self):
+    cfg = tiny_config()
+    cfg.num_envs = 9
+    with self.assertRaisesRegex(ValueError, r"num_envs=9 .*num_minibatches=2"):
+      trainer_lib.make_trainer(cfg)
+
+
+class SummarizeTest(absltest.TestCase):
+
+  def test_pools_episodes_over_updates(self):
+    metrics = {
+        "episode/count": np.array([0.0, 2.0, 2.0]),
+        "episode/return_sum": np.array([0.0, 3.0, 5.0]),
+        "episode/length_sum": np.array([0.0, 10.0, 30.0]),
+        "reset/fall": np.array([0.0, 1.0, 0.0]),
+        "reset/timeout": np.array([0.0, 1.0, 2.0]),
+        "reward/total": np.array([1.0, 2.0, 3.0]),
+    }
+    record = trainer_lib.summarize(metrics)
+    self.assertEqual(record["episode/return"], 2.0)
+    self.assertEqual(record["episode/length"], 10.0)
+    self.assertEqual(record["reset/fall"], 0.25)
+    self.assertEqual(record["reset/timeout"], 0.75)
+    self.assertEqual(record["reward/total"], 2.0)
+    empty = trainer_lib.summarize({k: v[:1] for k, v in metrics.items()})
+    self.assertTrue(np.isnan(empty["episode/return"]))
+
+
+class TrainCliTest(absltest.TestCase):
+
+  def test_run_writes_config_and_one_record_per_update(self):
+    cfg = tiny_config()
+    run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
+    train_lib.run(cfg, run_dir)
+    self.assertEqual(config_lib.from_dict(json.loads((run_dir / "config.json").read_text())), cfg)
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    self.assertLen(records, cfg.num_chunks * cfg.updates_per_chunk)
+    self.assertEqual([r["update"] for r in records], list(range(1, len(records) + 1)))
+    self.assertEqual(records[-1]["env_steps"], cfg.num_chunks * cfg.env_steps_per_chunk)
+    for key in ("perf/sps", "episode/return", "reset/fall", "loss/approx_kl", "reward/pose"):
+      self.assertIn(key, records[0])
+
+  def test_cli_rejects_bad_override_before_compiling(self):
+    result = subprocess.run(
+        [sys.executable, "-m", "mjx_walk.train", f"--config={REPO / 'experiments/go2_flat.py'}",
+         "--config.num_envs=1001", "--run_dir=/nonexistent/never"],
+        capture_output=True, text=True, timeout=120, cwd=REPO)
+    self.assertNotEqual(result.returncode, 0)
+    self.assertIn("config.num_envs=1001 is invalid", result.stderr)
+    self.assertIn("divisible by ppo.num_minibatches=4", result.stderr)
+    self.assertFalse(pathlib.Path("/nonexistent/never").exists())
+
+
+if __name__ == "__main__":
+  absltest.main()
