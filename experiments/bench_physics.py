@@ -1,0 +1,202 @@
+"""Measures batched MJX physics steps/s for the Go2 scene and a few model variants.
+
+Each variant is the shipped `robots/go2/scene.xml` with one change applied through `mujoco.MjSpec`,
+so the numbers compare option choices on otherwise identical models. For every variant and batch
+size the robot starts from the `home` keyframe with ctrl = home pose, `jax.vmap(mjx.step)` runs
+inside a `jax.lax.scan`, and the timing excludes compilation. Also reports a 2 s standing check
+(minimum trunk height, finiteness) per variant.
+
+Usage:
+  python experiments/bench_physics.py --variants=chosen,feet_only --batches=256,1024
+
+Prints ONE JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import mujoco
+from mujoco import mjx
+import numpy as np
+
+SCENE = pathlib.Path(__file__).resolve().parent.parent / "robots" / "go2" / "scene.xml"
+LEGS = ("FR", "FL", "RR", "RL")
+BODY_GEOMS = ("trunk_collision",) + tuple(f"{leg}_thigh_collision" for leg in LEGS)
+FEET = tuple(f"{leg}_foot" for leg in LEGS)
+
+
+def _feet_only(spec: mujoco.MjSpec) -> None:
+  for name in BODY_GEOMS:
+    spec.geom(name).contype = 0
+
+
+def _body_condim3(spec: mujoco.MjSpec) -> None:
+  for name in BODY_GEOMS:
+    spec.geom(name).condim = 3
+
+
+def _pairs(spec: mujoco.MjSpec) -> None:
+  # Same contacts as the bit filter, declared explicitly: MJX then builds its pair list from
+  # <pair> elements instead of scanning body pairs.
+  for name in BODY_GEOMS + FEET:
+    geom = spec.geom(name)
+    geom.contype = 0
+    spec.add_pair(geomname1="floor", geomname2=name, condim=geom.condim,
+                  friction=[0.8, 0.8, 0.02, 0.01, 0.01])
+
+
+def _trunk_capsule(spec: mujoco.MjSpec) -> None:
+  geom = spec.geom("trunk_collision")
+  geom.type = mujoco.mjtGeom.mjGEOM_CAPSULE
+  geom.size = [0.057, 0.188 - 0.057, 0.0]  # radius, half-length: same 0.376 m overall length
+  geom.quat = [np.sqrt(0.5), 0.0, np.sqrt(0.5), 0.0]  # capsule axis along trunk x
+
+
+def _options(**opts: float) -> Callable[[mujoco.MjSpec], None]:
+  def apply(spec: mujoco.MjSpec) -> None:
+    for key, value in opts.items():
+      setattr(spec.option, key, value)
+  return apply
+
+
+VARIANTS: dict[str, Callable[[mujoco.MjSpec], None]] = {
+    "chosen": lambda spec: None,
+    "feet_only": _feet_only,
+    "body_condim3": _body_condim3,
+    "pairs": _pairs,
+    "trunk_capsule": _trunk_capsule,
+    "iter4_ls6": _options(iterations=4, ls_iterations=6),
+    "iter2_ls4": _options(iterations=2, ls_iterations=4),
+    "eulerdamp_on": _options(disableflags=0),
+    "implicitfast": _options(integrator=mujoco.mjtIntegrator.mjINT_IMPLICITFAST, disableflags=0),
+}
+
+
+def build(variant: str) -> mujoco.MjModel:
+  spec = mujoco.MjSpec.from_file(str(SCENE))
+  VARIANTS[variant](spec)
+  return spec.compile()
+
+
+def home_data(mj_model: mujoco.MjModel, model: mjx.Model, batch: int) -> mjx.Data:
+  key_id = mujoco.mj_name2id(mj_model, mujoco.mjtObj.mjOBJ_KEY, "home")
+  data = mjx.make_data(model).replace(
+      qpos=jnp.asarray(mj_model.key_qpos[key_id]), ctrl=jnp.asarray(mj_model.key_ctrl[key_id]))
+  data = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + x.shape), data)
+  # Commit to the device up front: jit keys its cache on committedness, so uncommitted inputs
+  # followed by the (committed) outputs would compile the rollout twice.
+  return jax.device_put(data, jax.devices()[0])
+
+
+def make_rollout(model: mjx.Model, steps: int) -> Callable[[mjx.Data], tuple[mjx.Data, jax.Array]]:
+  """A jitted scan of `steps` batched physics steps; also returns the trunk height per step."""
+  vstep = jax.vmap(mjx.step, in_axes=(None, 0))
+
+  def body(data: mjx.Data, _) -> tuple[mjx.Data, jax.Array]:
+    data = vstep(model, data)
+    return data, data.qpos[:, 2]  # [B] trunk height
+
+  return jax.jit(lambda data: jax.lax.scan(body, data, None, length=steps))
+
+
+def bench(variants: list[str], batch: int, steps: int, repeats: int) -> dict[str, dict]:
+  """Steps/s of every variant at one batch size, timed round-robin.
+
+  All variants are compiled first, then each repeat times every variant once in turn, so load
+  from other processes on the machine hits all variants alike and the ratios stay meaningful.
+  """
+  rollouts, states, compile_s, times = {}, {}, {}, {v: [] for v in variants}
+  for variant in variants:
+    mj_model = build(variant)
+    model = mjx.put_model(mj_model, impl="jax")
+    rollouts[variant] = make_rollout(model, steps)
+    t0 = time.perf_counter()
+    states[variant], _ = jax.block_until_ready(
+        rollouts[variant](home_data(mj_model, model, batch)))
+    compile_s[variant] = time.perf_counter() - t0
+  for _ in range(repeats):
+    for variant in variants:
+      t0 = time.perf_counter()
+      states[variant], _ = jax.block_until_ready(rollouts[variant](states[variant]))
+      times[variant].append(time.perf_counter() - t0)
+  return {
+      v: {
+          "steps_per_s": round(batch * steps / statistics.median(times[v])),
+          "compile_s": round(compile_s[v], 1),
+      } for v in variants
+  }
+
+
+def stand(variant: str, seconds: float = 2.0) -> dict:
+  """Runs one env from home with ctrl = home pose; standing means finite and trunk above 0.2 m."""
+  mj_model = build(variant)
+  model = mjx.put_model(mj_model, impl="jax")
+  steps = round(seconds / mj_model.opt.timestep)
+  data, heights = make_rollout(model, steps)(home_data(mj_model, model, 1))
+  heights = np.asarray(heights[:, 0])  # [steps]
+  finite = bool(np.isfinite(np.asarray(data.qpos)).all() and np.isfinite(heights).all())
+  return {
+      "finite": finite,
+      "min_height": round(float(heights.min()), 4),
+      "final_height": round(float(heights[-1]), 4),
+  }
+
+
+def _log(message: str) -> None:
+  # Progress goes to stderr so stdout stays the single JSON line.
+  print(message, file=sys.stderr, flush=True)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--variants", default="chosen", help=f"comma list of {sorted(VARIANTS)}")
+  parser.add_argument("--batches", default="256,1024")
+  parser.add_argument("--steps", type=int, default=20, help="physics steps per scan")
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--no_stand", action="store_true", help="skip the 2 s standing check")
+  args = parser.parse_args()
+
+  variants = args.variants.split(",")
+  results = {}
+  for variant in variants:
+    mjx_data = mjx.make_data(build(variant), impl="jax")
+    results[variant] = {
+        "ncon_slots": int(mjx_data._impl.contact.dist.shape[0]),
+        "nefc": int(mjx_data._impl.efc_J.shape[0]),
+    }
+  for batch in (int(b) for b in args.batches.split(",")):
+    for variant, numbers in bench(variants, batch, args.steps, args.repeats).items():
+      results[variant][f"batch_{batch}"] = numbers
+      _log(f"{variant} batch {batch}: {numbers}")
+  if not args.no_stand:
+    for variant in variants:
+      results[variant]["stand"] = stand(variant)
+      _log(f"{variant} stand: {results[variant]['stand']}")
+
+  print(json.dumps({
+      "bench": "mjx_physics_steps_per_s",
+      "scene": str(SCENE.relative_to(SCENE.parents[2])),
+      "steps_per_scan": args.steps,
+      "repeats": args.repeats,
+      "mujoco": mujoco.__version__,
+      "jax": jax.__version__,
+      "device": jax.devices()[0].device_kind,
+      "cpu_count": os.cpu_count(),
+      "machine": platform.machine(),
+      "variants": results,
+  }))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,298 @@
+"""Robot models: loading `robots/<name>/` MJCF into a `mujoco.MjModel`, name-to-index tables and
+per-robot constants (default pose, PD gains, feet, body-contact geoms).
+
+This module owns everything the rest of the package knows about a robot's file. Every id is
+resolved by name with `mujoco.mj_name2id`, so nothing downstream hard-codes an index, and every
+problem with the file (unknown robot, missing or malformed MJCF, a missing element, gains that
+disagree with `RobotSpec`) raises `RobotError` here, before anything is compiled.
+
+Only host-side NumPy/MuJoCo code lives here; `env.py` turns the results into `mjx.Model` and JAX
+arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+import mujoco
+import numpy as np
+
+ROBOTS_DIR: pathlib.Path = pathlib.Path(__file__).resolve().parent.parent / "robots"
+"""Root of the robot assets; `RobotSpec.scene_file` is relative to it."""
+
+
+class RobotError(ValueError):
+  """A bad robot name, or an MJCF file that is missing, malformed or lacks a required element."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RobotSpec:
+  """Per-robot constants that the MJCF alone does not say."""
+
+  scene_file: str
+  """Scene MJCF (robot plus floor), relative to `ROBOTS_DIR`."""
+  trunk_body: str
+  """Body carrying the free joint; base velocity, orientation and payload refer to it."""
+  imu_site: str
+  """Site at the trunk centre where the policy's IMU-like readings are taken."""
+  feet: tuple[str, ...]
+  """Foot geom names, order FR, FL, RR, RL."""
+  body_contact_geoms: tuple[str, ...]
+  """Geoms whose contact with the floor ends an episode (`body_contact` reset reason)."""
+  floor_geom: str
+  """The ground plane geom."""
+  home_keyframe: str
+  """Keyframe with the standing pose; its qpos is the reset pose and its joints the default pose."""
+  kp: float
+  """Position-actuator stiffness, N·m/rad; must equal every actuator's kp in the MJCF."""
+  kd: float
+  """PD damping, N·m·s/rad. It is the MJCF joint `damping` (applied by MuJoCo to every actuated
+  joint, outside the actuator's force clamp), not an actuator `kv`; must equal it."""
+  action_scale: float
+  """Radians of joint target offset per unit of policy action."""
+
+
+ROBOT_SPECS: dict[str, RobotSpec] = {
+    "go2": RobotSpec(
+        scene_file="go2/scene.xml",
+        trunk_body="trunk",
+        imu_site="imu",
+        feet=("FR_foot", "FL_foot", "RR_foot", "RL_foot"),
+        body_contact_geoms=(
+            "trunk_collision",
+            "FR_thigh_collision",
+            "FL_thigh_collision",
+            "RR_thigh_collision",
+            "RL_thigh_collision",
+        ),
+        floor_geom="floor",
+        home_keyframe="home",
+        # kp 40: Playground's Go1 recipe (35) scaled by the mass ratio 15.2 / 12.7 kg, so the
+        # home pose sags about as much as Go1's; see robots/go2/README.md.
+        kp=40.0,
+        kd=0.5,
+        # 0.25 rad per unit action (legged_gym's Go2 value): one unit is ~10 N·m at kp 40.
+        action_scale=0.25,
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Robot:
+  """A loaded robot: the compiled model plus every index and constant the env needs.
+
+  Arrays are read-only NumPy arrays; per-joint arrays are in actuator order.
+  """
+
+  name: str
+  spec: RobotSpec
+  xml_path: pathlib.Path
+  mj_model: mujoco.MjModel
+  joint_names: tuple[str, ...]
+  """Names of the actuated joints, in actuator order."""
+  default_pose: np.ndarray
+  """float [A]: joint angles of the home keyframe, rad."""
+  init_qpos: np.ndarray
+  """float [nq]: the full home keyframe qpos."""
+  joint_lower: np.ndarray
+  """float [A]: lower joint limits, rad."""
+  joint_upper: np.ndarray
+  """float [A]: upper joint limits, rad."""
+  torque_limits: np.ndarray
+  """float [A]: symmetric actuator force limits, N·m (upper end of `actuator_forcerange`)."""
+  qpos_joint_adr: np.ndarray
+  """int [A]: qpos addresses of the actuated joints."""
+  qvel_joint_adr: np.ndarray
+  """int [A]: dof (qvel) addresses of the actuated joints."""
+  trunk_body_id: int
+  imu_site_id: int
+  foot_geom_ids: np.ndarray
+  """int [F]: foot geom ids, in `spec.feet` order."""
+  body_contact_geom_ids: np.ndarray
+  """int [K]: ids of `spec.body_contact_geoms`."""
+  floor_geom_id: int
+
+  @property
+  def num_actions(self) -> int:
+    """Number of actuated joints (one position actuator each)."""
+    return len(self.joint_names)
+
+
+def known_robots() -> tuple[str, ...]:
+  """Names accepted by `load`, sorted."""
+  return tuple(sorted(ROBOT_SPECS))
+
+
+def load_mjcf(path: pathlib.Path) -> mujoco.MjModel:
+  """Compiles one MJCF file.
+
+  Args:
+    path: the MJCF file; includes are resolved relative to its folder.
+
+  Returns:
+    The compiled model.
+
+  Raises:
+    RobotError: the file does not exist, or MuJoCo cannot compile it (the message names the file
+      and carries MuJoCo's own error).
+  """
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise RobotError(f"MJCF file not found: {path}")
+  try:
+    return mujoco.MjModel.from_xml_path(str(path))
+  except ValueError as e:  # MuJoCo reports parse and compile errors as ValueError.
+    raise RobotError(f"malformed MJCF {path}: {e}") from e
+
+
+def load(name: str) -> Robot:
+  """Loads a registered robot and resolves every name in its `RobotSpec`.
+
+  Args:
+    name: a key of `ROBOT_SPECS`, e.g. "go2".
+
+  Returns:
+    The loaded `Robot`.
+
+  Raises:
+    RobotError: unknown name, missing or malformed MJCF, a name in the spec that the MJCF lacks,
+      or an MJCF that disagrees with the spec (gains, limits, contacts).
+  """
+  if name not in ROBOT_SPECS:
+    raise RobotError(f"unknown robot {name!r}; known robots: {', '.join(known_robots())}")
+  spec = ROBOT_SPECS[name]
+  path = ROBOTS_DIR / spec.scene_file
+  model = load_mjcf(path)
+  ids = _Resolver(model, path)
+
+  trunk_body_id = ids.find(mujoco.mjtObj.mjOBJ_BODY, spec.trunk_body, "body")
+  imu_site_id = ids.find(mujoco.mjtObj.mjOBJ_SITE, spec.imu_site, "site")
+  floor_geom_id = ids.find(mujoco.mjtObj.mjOBJ_GEOM, spec.floor_geom, "geom")
+  foot_geom_ids = np.array(
+      [ids.find(mujoco.mjtObj.mjOBJ_GEOM, g, "geom") for g in spec.feet], dtype=int)
+  body_contact_geom_ids = np.array(
+      [ids.find(mujoco.mjtObj.mjOBJ_GEOM, g, "geom") for g in spec.body_contact_geoms], dtype=int)
+  key_id = ids.find(mujoco.mjtObj.mjOBJ_KEY, spec.home_keyframe, "keyframe")
+
+  if model.body_jntnum[trunk_body_id] < 1 or (
+      model.jnt_type[model.body_jntadr[trunk_body_id]] != mujoco.mjtJoint.mjJNT_FREE):
+    raise RobotError(f"body {spec.trunk_body!r} in {path} has no free joint")
+
+  joint_ids = _actuated_joints(model, path)  # [A]
+  joint_names = tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in joint_ids)
+  qpos_joint_adr = model.jnt_qposadr[joint_ids]  # [A]
+  qvel_joint_adr = model.jnt_dofadr[joint_ids]  # [A]
+  init_qpos = model.key_qpos[key_id].copy()  # [nq]
+  default_pose = init_qpos[qpos_joint_adr]  # [A]
+
+  unlimited = [n for n, j in zip(joint_names, joint_ids) if not model.jnt_limited[j]]
+  if unlimited:
+    raise RobotError(f"actuated joints without limits in {path}: {', '.join(unlimited)}")
+  joint_lower, joint_upper = model.jnt_range[joint_ids].T  # [A], [A]
+  outside = (default_pose < joint_lower) | (default_pose > joint_upper)
+  if outside.any():
+    bad = [n for n, o in zip(joint_names, outside) if o]
+    raise RobotError(f"keyframe {spec.home_keyframe!r} in {path} is outside the range of {bad}")
+
+  if not model.actuator_forcelimited.all():
+    raise RobotError(f"every actuator in {path} needs forcelimited/forcerange (torque limits)")
+  torque_limits = model.actuator_forcerange[:, 1].copy()  # [A]
+
+  _check_gains(model, path, spec, qvel_joint_adr)
+  for geom_name, geom_id in zip(spec.feet + spec.body_contact_geoms,
+                                np.concatenate([foot_geom_ids, body_contact_geom_ids])):
+    if not _collides(model, int(geom_id), floor_geom_id):
+      raise RobotError(f"geom {geom_name!r} in {path} cannot collide with {spec.floor_geom!r}")
+
+  return Robot(
+      name=name,
+      spec=spec,
+      xml_path=path,
+      mj_model=model,
+      joint_names=joint_names,
+      default_pose=_frozen(default_pose),
+      init_qpos=_frozen(init_qpos),
+      joint_lower=_frozen(joint_lower),
+      joint_upper=_frozen(joint_upper),
+      torque_limits=_frozen(torque_limits),
+      qpos_joint_adr=_frozen(qpos_joint_adr),
+      qvel_joint_adr=_frozen(qvel_joint_adr),
+      trunk_body_id=trunk_body_id,
+      imu_site_id=imu_site_id,
+      foot_geom_ids=_frozen(foot_geom_ids),
+      body_contact_geom_ids=_frozen(body_contact_geom_ids),
+      floor_geom_id=floor_geom_id,
+  )
+
+
+class _Resolver:
+  """Looks names up in one model and raises a `RobotError` naming the element and file."""
+
+  def __init__(self, model: mujoco.MjModel, path: pathlib.Path):
+    self._model = model
+    self._path = path
+
+  def find(self, obj: mujoco.mjtObj, name: str, kind: str) -> int:
+    idx = mujoco.mj_name2id(self._model, obj, name)
+    if idx < 0:
+      raise RobotError(f"{kind} {name!r} not found in {self._path}")
+    return int(idx)
+
+
+def _actuated_joints(model: mujoco.MjModel, path: pathlib.Path) -> np.ndarray:
+  """Joint ids driven by the actuators, in actuator order (the policy's action order)."""
+  if model.nu == 0:
+    raise RobotError(f"no actuators in {path}")
+  not_joint = model.actuator_trntype != mujoco.mjtTrn.mjTRN_JOINT
+  if not_joint.any():
+    raise RobotError(f"actuators in {path} must drive joints directly (transmission 'joint')")
+  joint_ids = model.actuator_trnid[:, 0].copy()  # [A]
+  if len(set(joint_ids.tolist())) != len(joint_ids):
+    raise RobotError(f"a joint in {path} is driven by more than one actuator")
+  hinge = model.jnt_type[joint_ids] == mujoco.mjtJoint.mjJNT_HINGE
+  if not hinge.all():
+    raise RobotError(f"actuated joints in {path} must be hinges")
+  return joint_ids
+
+
+def _check_gains(model: mujoco.MjModel, path: pathlib.Path, spec: RobotSpec,
+                 dof_adr: np.ndarray) -> None:
+  """Fails when the MJCF's PD gains are not the ones `spec` documents.
+
+  A `<position>` actuator compiles to gain kp and bias (0, -kp, -kv); the env's torque reasoning
+  (action scale, reward on torques) assumes this form and these values.
+  """
+  kp = model.actuator_gainprm[:, 0]  # [A]
+  bias = model.actuator_biasprm[:, :3]  # [A, 3]
+  is_position = (
+      (model.actuator_gaintype == mujoco.mjtGain.mjGAIN_FIXED)
+      & (model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE)
+      & np.isclose(bias[:, 0], 0.0) & np.isclose(bias[:, 1], -kp))
+  if not is_position.all():
+    raise RobotError(f"every actuator in {path} must be a <position> actuator")
+  if not np.allclose(kp, spec.kp):
+    raise RobotError(f"actuator kp in {path} ({sorted(set(kp.tolist()))}) must equal "
+                     f"RobotSpec kp={spec.kp}")
+  if not np.allclose(bias[:, 2], 0.0):
+    # Damping belongs on the joints (RobotSpec.kd); an actuator kv would add a second, hidden kd.
+    raise RobotError(f"actuators in {path} must have kv=0; put damping on the joints")
+  damping = model.dof_damping[dof_adr]  # [A]
+  if not np.allclose(damping, spec.kd):
+    raise RobotError(f"joint damping in {path} ({sorted(set(damping.tolist()))}) must equal "
+                     f"RobotSpec kd={spec.kd}")
+
+
+def _collides(model: mujoco.MjModel, geom: int, floor: int) -> bool:
+  """Whether MuJoCo will generate contacts between `geom` and `floor` (bit filter or <pair>)."""
+  bits = (model.geom_contype[geom] & model.geom_conaffinity[floor]) | (
+      model.geom_contype[floor] & model.geom_conaffinity[geom])
+  pairs = set(zip(model.pair_geom1.tolist(), model.pair_geom2.tolist()))
+  return bool(bits) or (geom, floor) in pairs or (floor, geom) in pairs
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+  """A read-only copy, so a `Robot` shared between envs cannot be changed in place."""
+  array = np.array(array)
+  array.setflags(write=False)
+  return array
