@@ -86,12 +86,17 @@ class RewardConfig:
   lin_vel_z: float = -2.0
   ang_vel_xy: float = -0.05
   orientation: float = -5.0
-  torques: float = -2e-4
+  torques: float = -1e-4
   action_rate: float = -0.01
   feet_air_time: float = 1.0
   pose: float = -0.1
   termination: float = -50.0
   """Applied once on the step an episode terminates (not on a timeout)."""
+  only_positive: bool = True
+  """Clip the per-step sum of all terms but `termination` at 0 (legged_gym's
+  only_positive_rewards). Early on, penalties on a flailing policy outweigh what tracking earns;
+  unclipped, being alive then costs more than dying and PPO learns to end episodes at once.
+  The termination penalty is added after the clip, so a fall still costs something."""
   tracking_sigma: float = 0.25
   """Width of the exp(-error^2 / sigma) tracking kernels, (m/s)^2."""
   air_time_target: float = 0.1
@@ -99,7 +104,7 @@ class RewardConfig:
 
   def scales(self) -> dict[str, float]:
     """The term scales by name, without the kernel parameters."""
-    kernel_params = ("tracking_sigma", "air_time_target")
+    kernel_params = ("only_positive", "tracking_sigma", "air_time_target")
     return {
         f.name: getattr(self, f.name)
         for f in dataclasses.fields(self)
@@ -114,8 +119,11 @@ class NetworkConfig:
   actor_hidden_sizes: tuple[int, ...] = (128, 64, 32)
   critic_hidden_sizes: tuple[int, ...] = (128, 64, 32)
   activation: str = "elu"
-  init_std: float = 1.0
-  """Initial std of the Gaussian policy, in action units."""
+  init_std: float = 0.5
+  """Initial std of the Gaussian policy, in action units (x action_scale = 0.125 rad on Go2).
+  At 1.0 the exploration noise alone shakes the trunk enough that the wobble and torque penalties
+  outweigh all tracking reward, the clipped reward sits at 0, and nothing but survival is learned
+  (measured: reward/step 0.0000 after 2.3M steps, against +0.0060 at 0.5 after 1.4M)."""
 
 
 @dataclasses.dataclass

@@ -352,7 +352,10 @@ class LocomotionEnv:
         name: scale * self.dt * jnp.where(finite, terms[name](), 0.0)
         for name, scale in self._reward_scales.items()
     }
-    reward = sum(scaled.values(), jnp.zeros(()))
+    shaped = sum((v for k, v in scaled.items() if k != "termination"), jnp.zeros(()))
+    if self.reward_config.only_positive:
+      shaped = jnp.maximum(shaped, 0.0)
+    reward = shaped + scaled.get("termination", 0.0)
     episode_return = state.task.episode_return + reward
 
     task = TaskState(

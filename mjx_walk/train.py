@@ -60,9 +60,12 @@ def format_progress(env_steps: int, total: int, sps: float, record: dict[str, fl
   """One progress line: steps, speed, episode return and length, and why episodes ended."""
   reasons = " ".join(
       f"{key.split('/')[1]}={record[key]:.0%}" for key in sorted(record) if key.startswith("reset/"))
+  # Before the first episode ends there is no return to show yet.
+  ret = f"{record['episode/return']:8.2f}" if record["episode/count"] else f"{'-':>8}"
+  length = f"{record['episode/length']:6.1f}" if record["episode/count"] else f"{'-':>6}"
   return (
       f"steps {env_steps:>11,}/{total:,}  sps {sps:>7,.0f}  "
-      f"return {record['episode/return']:8.2f}  len {record['episode/length']:6.1f}  "
+      f"return {ret}  len {length}  "
       f"reward/step {record['reward/total']:+.4f}  ends {int(record['episode/count']):>5}  "
       f"[{reasons}]"
   )

@@ -139,7 +139,13 @@ def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | No
         key=k_loop,
         update_step=jnp.zeros((), jnp.int32),
     )
-    return Carry(train=train, env=batched_reset(jax.random.split(k_env, num_envs)))
+    k_env, k_stagger = jax.random.split(k_env)
+    env_state = batched_reset(jax.random.split(k_env, num_envs))
+    # Start every env at a random point of its time limit, so that timeouts (and the resets
+    # that follow) are spread over time instead of arriving for the whole batch in one step.
+    start = jax.random.randint(k_stagger, (num_envs,), 0, env.episode_steps)  # [N]
+    env_state = env_state.replace(task=env_state.task.replace(step=start))
+    return Carry(train=train, env=env_state)
 
   def normalize(norm: normalizer.NormalizerState, obs: env_lib.Observation) -> env_lib.Observation:
     if not ppo_cfg.normalize_observations:

@@ -7,6 +7,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from mjx_walk import config as config_lib
+from mjx_walk import networks
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -54,6 +55,10 @@ class ValidateTest(parameterized.TestCase):
   def test_error_names_value_and_accepted(self, changes, pattern):
     with self.assertRaisesRegex(ValueError, pattern):
       config_lib.validate(_with(**changes))
+
+  def test_activation_names_match_networks(self):
+    # config validates names without importing the network module (imports run one way).
+    self.assertEqual(set(config_lib.ACTIVATIONS), set(networks.ACTIVATIONS))
 
   def test_substeps(self):
     cfg = config_lib.default()

@@ -71,6 +71,11 @@ class EnvTest(chex.TestCase):
     for name in config_lib.RewardConfig().scales():
       chex.assert_shape(state.metrics[f"reward/{name}"], (NUM_ENVS,))
     chex.assert_tree_all_finite(state.metrics)
+    # only_positive: the shaped part of the reward is clipped at 0, the termination added after.
+    shaped = sum(state.metrics[f"reward/{name}"] for name in config_lib.RewardConfig().scales()
+                 if name != "termination")
+    np.testing.assert_allclose(
+        state.reward, np.maximum(shaped, 0.0) + state.metrics["reward/termination"], atol=1e-7)
 
   def test_zero_actions_stand_for_two_seconds(self):
     env = _quiet_env()

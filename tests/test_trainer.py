@@ -12,6 +12,7 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
+from mjx_walk import ppo
 from mjx_walk import train as train_lib
 from mjx_walk import trainer as trainer_lib
 
@@ -40,7 +41,11 @@ class TrainerTest(chex.TestCase):
     trainer = trainer_lib.make_trainer(cfg)
     carry = trainer.init(jax.random.key(cfg.seed))
     params_before = jax.device_get(carry.train.params)
-    lr_before = float(trainer_lib.ppo.get_learning_rate(carry.train.opt_state))
+    lr_before = float(ppo.get_learning_rate(carry.train.opt_state))
+    # Episode clocks start staggered so that timeouts do not arrive for every env at once.
+    start = np.asarray(carry.env.task.step)
+    self.assertGreater(len(np.unique(start)), 1)
+    self.assertTrue(np.all((start >= 0) & (start < trainer.env.episode_steps)))
 
     records = []
     for _ in range(2):
@@ -122,6 +127,17 @@ class TrainCliTest(absltest.TestCase):
     self.assertEqual(records[-1]["env_steps"], cfg.num_chunks * cfg.env_steps_per_chunk)
     for key in ("perf/sps", "episode/return", "reset/fall", "loss/approx_kl", "reward/pose"):
       self.assertIn(key, records[0])
+
+  def test_progress_line(self):
+    record = {"episode/return": 3.25, "episode/length": 812.0, "episode/count": 40.0,
+              "reward/total": 0.0045, "reset/fall": 0.25, "reset/timeout": 0.75}
+    line = train_lib.format_progress(98_304, 6_045_696, 5123.4, record)
+    self.assertIn("steps      98,304/6,045,696", line)
+    self.assertIn("sps   5,123", line)
+    self.assertIn("return     3.25  len  812.0", line)
+    self.assertIn("ends    40  [fall=25% timeout=75%]", line)
+    empty = dict(record, **{"episode/count": 0.0, "episode/return": float("nan")})
+    self.assertIn("return        -  len      -", train_lib.format_progress(1, 2, 3.0, empty))
 
   def test_cli_rejects_bad_override_before_compiling(self):
     result = subprocess.run(
