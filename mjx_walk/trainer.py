@@ -143,6 +143,7 @@ def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | No
     env_state = batched_reset(jax.random.split(k_env, num_envs))
     # Start every env at a random point of its time limit, so that timeouts (and the resets
     # that follow) are spread over time instead of arriving for the whole batch in one step.
+    # Each env's first episode is therefore shorter, and its reported length counts the offset.
     start = jax.random.randint(k_stagger, (num_envs,), 0, env.episode_steps)  # [N]
     env_state = env_state.replace(task=env_state.task.replace(step=start))
     return Carry(train=train, env=env_state)
