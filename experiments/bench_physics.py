@@ -14,7 +14,6 @@ Prints ONE JSON line.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -24,6 +23,8 @@ import sys
 import time
 from typing import Callable
 
+from absl import app
+from absl import flags
 import jax
 import jax.numpy as jnp
 import mujoco
@@ -158,16 +159,19 @@ def _log(message: str) -> None:
   print(message, file=sys.stderr, flush=True)
 
 
-def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--variants", default="chosen", help=f"comma list of {sorted(VARIANTS)}")
-  parser.add_argument("--batches", default="256,1024")
-  parser.add_argument("--steps", type=int, default=20, help="physics steps per scan")
-  parser.add_argument("--repeats", type=int, default=5)
-  parser.add_argument("--no_stand", action="store_true", help="skip the 2 s standing check")
-  args = parser.parse_args()
+_VARIANTS = flags.DEFINE_string("variants", "chosen", "Comma-separated variants to compare.")
+_BATCHES = flags.DEFINE_string("batches", "256,1024", "Comma-separated batch sizes.")
+_STEPS = flags.DEFINE_integer("steps", 20, "Physics steps per scan.")
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed repeats; the median is reported.")
+_NO_STAND = flags.DEFINE_bool("no_stand", False, "Skip the 2 s standing check.")
 
-  variants = args.variants.split(",")
+
+def main(argv: list[str]) -> None:
+  del argv
+  unknown = sorted(set(_VARIANTS.value.split(",")) - set(VARIANTS))
+  if unknown:
+    raise app.UsageError(f"unknown variants {unknown}; known: {sorted(VARIANTS)}")
+  variants = _VARIANTS.value.split(",")
   results = {}
   for variant in variants:
     mjx_data = mjx.make_data(build(variant), impl="jax")
@@ -175,11 +179,11 @@ def main() -> None:
         "ncon_slots": int(mjx_data._impl.contact.dist.shape[0]),
         "nefc": int(mjx_data._impl.efc_J.shape[0]),
     }
-  for batch in (int(b) for b in args.batches.split(",")):
-    for variant, numbers in bench(variants, batch, args.steps, args.repeats).items():
+  for batch in (int(b) for b in _BATCHES.value.split(",")):
+    for variant, numbers in bench(variants, batch, _STEPS.value, _REPEATS.value).items():
       results[variant][f"batch_{batch}"] = numbers
       _log(f"{variant} batch {batch}: {numbers}")
-  if not args.no_stand:
+  if not _NO_STAND.value:
     for variant in variants:
       results[variant]["stand"] = stand(variant)
       _log(f"{variant} stand: {results[variant]['stand']}")
@@ -187,8 +191,8 @@ def main() -> None:
   print(json.dumps({
       "bench": "mjx_physics_steps_per_s",
       "scene": str(SCENE.relative_to(SCENE.parents[2])),
-      "steps_per_scan": args.steps,
-      "repeats": args.repeats,
+      "steps_per_scan": _STEPS.value,
+      "repeats": _REPEATS.value,
       "mujoco": mujoco.__version__,
       "jax": jax.__version__,
       "device": jax.devices()[0].device_kind,
@@ -199,4 +203,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  app.run(main)
