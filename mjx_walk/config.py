@@ -35,14 +35,6 @@ class EnvConfig:
   """Policy rate in Hz. Must be a whole number of physics steps of the robot's timestep."""
   episode_seconds: float = 20.0
   """Time limit; reaching it is a truncation (bootstrapped), not a termination."""
-  command_vx: tuple[float, float] = _range_field(-1.0, 1.0)
-  """Forward velocity command range, m/s, in the trunk's heading frame."""
-  command_vy: tuple[float, float] = _range_field(-0.5, 0.5)
-  """Lateral velocity command range, m/s."""
-  command_yaw_rate: tuple[float, float] = _range_field(-0.5, 0.5)
-  """Yaw-rate command range, rad/s."""
-  command_resample_seconds: float = 10.0
-  """A new command is drawn this often within an episode."""
   action_clip: float = 5.0
   """Raw policy actions are clipped to [-action_clip, action_clip] before scaling."""
   init_joint_noise: float = 0.1
@@ -71,6 +63,98 @@ class EnvConfig:
   """Distance to a joint's range end, rad, that counts as hitting the limit."""
   foot_contact_distance: float = 0.002
   """A foot is in contact when its signed distance to the floor is below this, m."""
+
+
+STRATA = ("flat", "slope", "push", "payload", "friction")
+"""Held-out evaluation strata `mjx_walk.families` knows how to draw."""
+
+
+@dataclasses.dataclass
+class FamilyConfig:
+  """The training panel: how many seed families, and the ranges every per-family draw comes from.
+
+  A family's seed fixes its spawn pose, its command schedule and one domain-randomization draw
+  (see `mjx_walk.families`); env i belongs to family i % num_train_families.
+  """
+
+  num_train_families: int = 128
+  """Training seed families; num_envs must be divisible by it."""
+  train_family_seeds: tuple[int, ...] = ()
+  """Explicit training family seeds (exactly num_train_families of them). Empty: derived from
+  `seed`. Seeds shared with the evaluation panel are refused as leakage."""
+  command_vx: tuple[float, float] = _range_field(-1.0, 1.0)
+  """Forward velocity command range, m/s, in the trunk's heading frame."""
+  command_vy: tuple[float, float] = _range_field(-0.5, 0.5)
+  """Lateral velocity command range, m/s."""
+  command_yaw_rate: tuple[float, float] = _range_field(-0.5, 0.5)
+  """Yaw-rate command range, rad/s."""
+  command_resample_seconds: tuple[float, float] = _range_field(5.0, 10.0)
+  """Time between two commands of a family's schedule, s, drawn per interval."""
+  spawn_yaw: tuple[float, float] = _range_field(-math.pi, math.pi)
+  """Heading at spawn, rad."""
+  spawn_offset: float = 0.5
+  """Spawn x and y offsets are each uniform in [-spawn_offset, spawn_offset], m."""
+  friction: tuple[float, float] = _range_field(0.4, 1.2)
+  """Ground friction coefficient (sliding), written to the floor and the feet."""
+  payload_mass: tuple[float, float] = _range_field(-3.0, 3.0)
+  """Mass added to the trunk, kg (negative removes mass)."""
+  payload_com_offset: float = 0.05
+  """The payload sits at a trunk-frame offset uniform in [-x, x] on each axis, m."""
+  joint_friction: tuple[float, float] = _range_field(0.05, 0.3)
+  """Viscous joint friction added to the PD damping kd, N·m·s/rad."""
+  motor_strength: tuple[float, float] = _range_field(0.9, 1.1)
+  """Scale of every actuator's PD gains (kp and its bias)."""
+  action_delay_steps: tuple[int, int] = _range_field(0, 1)
+  """Actuator delay, whole control steps, inclusive."""
+  push_force: tuple[float, float] = _range_field(0.0, 50.0)
+  """Magnitude of each push on the trunk, N, in a random horizontal direction."""
+  push_seconds: float = 0.1
+  """Duration of each push, s (rounded to whole control steps)."""
+  pushes_per_episode: int = 2
+  """Pushes in each episode of the family, at times drawn uniformly in the episode."""
+
+
+@dataclasses.dataclass
+class PanelConfig:
+  """The held-out evaluation panel: strata of families that training never sees.
+
+  Its families are drawn from `seed`, not from the run seed, so runs with different seeds are
+  judged on the same panel and can be compared. Conditions not named by a stratum are nominal:
+  the midpoint of the training range, no delay, no pushes, level ground.
+  """
+
+  seed: int = 2026
+  strata: tuple[str, ...] = STRATA
+  families_per_stratum: int = 8
+  envs_per_family: int = 4
+  episode_seconds: float = 10.0
+  """Length of every evaluation episode; reaching it is success if tracking is good enough."""
+  every_chunks: int = 25
+  """Evaluate every this many training chunks (0: only at the end of the run)."""
+  slope_degrees: float = 15.0
+  """`slope`: gravity tilted by this angle in a random direction (an inclined plane)."""
+  push_force: float = 100.0
+  """`push`: force of each push, N."""
+  push_seconds: float = 0.1
+  """`push`: duration of each push, s."""
+  pushes_per_episode: int = 2
+  payload_mass: tuple[float, float] = _range_field(4.0, 6.0)
+  """`payload`: trunk mass added, kg; must lie above the training range."""
+  friction: tuple[float, float] = _range_field(0.15, 0.3)
+  """`friction`: ground friction; must lie below the training range."""
+  success_lin_vel_error: float = 0.25
+  """An episode succeeds if it does not terminate and its mean xy velocity error is below this,
+  m/s, ..."""
+  success_yaw_rate_error: float = 0.3
+  """... and its mean yaw-rate error is below this, rad/s."""
+
+  @property
+  def num_envs(self) -> int:
+    return len(self.strata) * self.families_per_stratum * self.envs_per_family
+
+  @property
+  def num_families(self) -> int:
+    return len(self.strata) * self.families_per_stratum
 
 
 @dataclasses.dataclass
@@ -158,7 +242,10 @@ class TrainConfig:
   total_env_steps: int = 6_000_000
   """Run length; rounded up to whole chunks."""
   seed: int = 0
+  """Run seed: network init, env noise, and the training families' seeds."""
   env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+  families: FamilyConfig = dataclasses.field(default_factory=FamilyConfig)
+  panel: PanelConfig = dataclasses.field(default_factory=PanelConfig)
   reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
   network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
   ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
@@ -238,19 +325,19 @@ def validate(config: TrainConfig) -> TrainConfig:
     _fail("env.robot", env.robot, f"known robots are {', '.join(robots.known_robots())}")
   _check_positive("env.control_hz", env.control_hz)
   _check_positive("env.episode_seconds", env.episode_seconds)
-  _check_positive("env.command_resample_seconds", env.command_resample_seconds)
   _check_positive("env.action_clip", env.action_clip)
   _check_positive("env.fall_height", env.fall_height)
   if not 0 < env.fall_tilt_degrees <= 180:
     _fail("env.fall_tilt_degrees", env.fall_tilt_degrees, "it must be in (0, 180]")
-  for name in ("command_vx", "command_vy", "command_yaw_rate"):
-    _check_range(f"env.{name}", getattr(env, name))
   for name in (
       "init_joint_noise", "init_velocity_noise", "obs_noise_scale", "noise_gyro",
       "noise_gravity", "noise_joint_pos", "noise_joint_vel", "joint_limit_margin",
   ):
     if getattr(env, name) < 0:
       _fail(f"env.{name}", getattr(env, name), "it must be >= 0")
+
+  _validate_families(config)
+  _validate_panel(config)
 
   _check_positive("reward.tracking_sigma", reward.tracking_sigma)
   if reward.air_time_target < 0:
@@ -273,6 +360,79 @@ def validate(config: TrainConfig) -> TrainConfig:
     if getattr(ppo, name) < 0:
       _fail(f"ppo.{name}", getattr(ppo, name), "it must be >= 0")
   return config
+
+
+def _validate_families(config: TrainConfig) -> None:
+  fam = config.families
+  count = fam.num_train_families
+  if not isinstance(count, int) or count <= 0:
+    _fail("families.num_train_families", count, "it must be a positive integer")
+  if config.num_envs % count:
+    _fail("num_envs", config.num_envs,
+          f"it must be divisible by families.num_train_families={count} (env i belongs to "
+          f"family i % {count})")
+  seeds = fam.train_family_seeds
+  if seeds:
+    if len(seeds) != count:
+      _fail("families.train_family_seeds", seeds,
+            f"give exactly num_train_families={count} seeds, or none to derive them from seed")
+    if any(not isinstance(s, int) or s < 0 for s in seeds):
+      _fail("families.train_family_seeds", seeds, "seeds must be non-negative integers")
+    if len(set(seeds)) != len(seeds):
+      _fail("families.train_family_seeds", seeds, "seeds must be distinct")
+  for name in ("command_vx", "command_vy", "command_yaw_rate", "spawn_yaw"):
+    _check_range(f"families.{name}", getattr(fam, name))
+  for name in ("command_resample_seconds", "friction", "joint_friction", "motor_strength",
+               "push_force", "action_delay_steps"):
+    _check_range(f"families.{name}", getattr(fam, name), nonnegative=True)
+  _check_range("families.payload_mass", fam.payload_mass)
+  if fam.command_resample_seconds[0] <= 0:
+    _fail("families.command_resample_seconds", fam.command_resample_seconds,
+          "both ends must be > 0")
+  if fam.friction[0] <= 0 or fam.motor_strength[0] <= 0:
+    bad = "friction" if fam.friction[0] <= 0 else "motor_strength"
+    _fail(f"families.{bad}", getattr(fam, bad), "both ends must be > 0")
+  if any(not isinstance(d, int) for d in fam.action_delay_steps):
+    _fail("families.action_delay_steps", fam.action_delay_steps, "it must be a pair of integers")
+  for name in ("spawn_offset", "payload_com_offset"):
+    if getattr(fam, name) < 0:
+      _fail(f"families.{name}", getattr(fam, name), "it must be >= 0")
+  _check_positive("families.push_seconds", fam.push_seconds)
+  if not isinstance(fam.pushes_per_episode, int) or fam.pushes_per_episode < 0:
+    _fail("families.pushes_per_episode", fam.pushes_per_episode, "it must be an integer >= 0")
+
+
+def _validate_panel(config: TrainConfig) -> None:
+  panel, fam = config.panel, config.families
+  if not panel.strata or len(set(panel.strata)) != len(panel.strata) or any(
+      s not in STRATA for s in panel.strata):
+    _fail("panel.strata", panel.strata,
+          f"it must be a non-empty tuple of distinct names from {', '.join(STRATA)}")
+  for name in ("families_per_stratum", "envs_per_family"):
+    value = getattr(panel, name)
+    if not isinstance(value, int) or value <= 0:
+      _fail(f"panel.{name}", value, "it must be a positive integer")
+  if not isinstance(panel.every_chunks, int) or panel.every_chunks < 0:
+    _fail("panel.every_chunks", panel.every_chunks, "it must be an integer >= 0 (0: at the end only)")
+  for name in ("episode_seconds", "push_force", "push_seconds", "success_lin_vel_error",
+               "success_yaw_rate_error"):
+    _check_positive(f"panel.{name}", getattr(panel, name))
+  if not 0 <= panel.slope_degrees < 90:
+    _fail("panel.slope_degrees", panel.slope_degrees, "it must be in [0, 90)")
+  if not isinstance(panel.pushes_per_episode, int) or panel.pushes_per_episode <= 0:
+    _fail("panel.pushes_per_episode", panel.pushes_per_episode, "it must be a positive integer")
+  _check_range("panel.payload_mass", panel.payload_mass)
+  _check_range("panel.friction", panel.friction, nonnegative=True)
+  # A held-out stratum inside the training range would not be held out.
+  if "payload" in panel.strata and panel.payload_mass[0] <= fam.payload_mass[1]:
+    _fail("panel.payload_mass", panel.payload_mass,
+          f"the payload stratum must lie above the training range families.payload_mass="
+          f"{fam.payload_mass}")
+  if "friction" in panel.strata and (
+      panel.friction[1] >= fam.friction[0] or panel.friction[0] <= 0):
+    _fail("panel.friction", panel.friction,
+          f"the friction stratum must be > 0 and below the training range families.friction="
+          f"{fam.friction}")
 
 
 def substeps(config: TrainConfig, timestep: float) -> int:
@@ -301,6 +461,8 @@ def from_dict(values: dict[str, Any]) -> TrainConfig:
   """Rebuilds a config from `to_dict` output (e.g. a run's config.json)."""
   sections = {
       "env": EnvConfig,
+      "families": FamilyConfig,
+      "panel": PanelConfig,
       "reward": RewardConfig,
       "network": NetworkConfig,
       "ppo": PPOConfig,

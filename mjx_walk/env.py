@@ -1,8 +1,11 @@
 """The joystick locomotion task for ONE env: reset, step, observations, terminations, auto-reset.
 
 `LocomotionEnv` holds only static things (the nominal `mjx.Model`, index arrays, the config).
-`reset(key) -> EnvState` and `step(state, action) -> EnvState` are pure functions of one env;
-the trainer batches them with `jax.vmap`.
+`reset(key, family) -> EnvState` and `step(state, action) -> EnvState` are pure functions of one
+env; the trainer batches them with `jax.vmap`. The env's seed-family draw (`FamilyParams`) is data
+carried in its state: every step writes it into the nominal model with `.replace`, applies the
+family's pushes and actuator delay, and reads the command from the family's schedule. The draw
+survives auto-resets, so an env stays in its family for the whole run.
 
 Episode ends carry a `ResetReason`. `fall`, `body_contact`, `joint_limit` and `nonfinite` are
 terminations (no bootstrap); `timeout` is a truncation (bootstrapped from the value of the true
@@ -25,6 +28,7 @@ from mujoco import mjx
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk import families
 from mjx_walk import rewards
 from mjx_walk import robots
 
@@ -53,6 +57,9 @@ class TaskState:
   """float32 [3]: (vx m/s, vy m/s, yaw rate rad/s) in the trunk frame."""
   last_action: jax.Array
   """float32 [A]: the previous (clipped) policy action."""
+  action_history: jax.Array
+  """float32 [D+1, A]: the latest policy actions, newest first; the actuators get entry
+  `family.action_delay`."""
   feet_air_time: jax.Array
   """float32 [F]: seconds each foot has been off the ground."""
   last_contact: jax.Array
@@ -81,10 +88,13 @@ class EnvState:
   reset_reason: jax.Array
   """int32 []: a `ResetReason`; NONE when the episode continues."""
   key: jax.Array
+  family: families.FamilyParams
+  """This env's seed-family draw; unchanged by auto-resets."""
   task: TaskState
   metrics: dict[str, jax.Array]
-  """Logging only: `reward/<term>` scaled per-step terms, and `episode/return`, `episode/length`
-  of the episode that ended on this step (0 otherwise)."""
+  """Logging only: `reward/<term>` scaled per-step terms, `tracking/lin_vel_error` (m/s, xy)
+  and `tracking/yaw_rate_error` (rad/s) of this step, and `episode/return`, `episode/length` of
+  the episode that ended on this step (0 otherwise)."""
 
 
 def _rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
@@ -119,7 +129,7 @@ class LocomotionEnv:
     self.substeps = config_lib.substeps(config, float(mj_model.opt.timestep))
     self.dt = 1.0 / config.env.control_hz
     self.episode_steps = round(config.env.episode_seconds * config.env.control_hz)
-    self.resample_steps = max(1, round(config.env.command_resample_seconds * config.env.control_hz))
+    self.max_action_delay = int(config.families.action_delay_steps[1])
 
     self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)  # [A]
     self._init_qpos = jnp.asarray(self.robot.init_qpos, jnp.float32)  # [nq]
@@ -146,35 +156,52 @@ class LocomotionEnv:
 
   def observation_spec(self) -> Observation:
     """Shapes of one env's observations, from an abstract trace of `reset` (no physics runs)."""
-    state = jax.eval_shape(self.reset, jax.random.key(0))
+    family = jax.eval_shape(lambda: families.stack_params([families.draw_family(
+        0, self.config, None)]))
+    family = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), family)
+    state = jax.eval_shape(self.reset, jax.random.key(0), family)
     return state.obs
+
+  # COMMANDS AND PUSHES
+
+  def _command(self, family: families.FamilyParams, step: jax.Array) -> jax.Array:
+    """The family's scheduled command at control step `step` of the episode. [3]"""
+    started = family.command_times <= step * self.dt  # [K]; the first entry starts at 0
+    return family.commands[jnp.sum(started) - 1]
+
+  def _push_force(self, family: families.FamilyParams, step: jax.Array) -> jax.Array:
+    """World-frame force on the trunk during control step `step`, N. [3]
+
+    Push times and durations are rounded to whole control steps, so a push of F newtons for
+    d seconds changes the robot's momentum by exactly F * d.
+    """
+    start = jnp.round(family.push_times / self.dt)  # [P]
+    duration = jnp.round(family.push_seconds / self.dt)
+    active = (step >= start) & (step < start + duration)  # [P]
+    return jnp.sum(jnp.where(active[:, None], family.push_forces, 0.0), axis=0)
 
   # RESET
 
-  def _sample_command(self, key: jax.Array) -> jax.Array:
-    env = self.env_config
-    low = jnp.array([env.command_vx[0], env.command_vy[0], env.command_yaw_rate[0]])
-    high = jnp.array([env.command_vx[1], env.command_vy[1], env.command_yaw_rate[1]])
-    return jax.random.uniform(key, (3,), minval=low, maxval=high)  # [3]
-
-  def reset(self, key: jax.Array) -> EnvState:
-    """Starts a new episode from the standing pose with small random perturbations.
+  def reset(self, key: jax.Array, family: families.FamilyParams) -> EnvState:
+    """Starts a new episode at the family's spawn pose with small per-env perturbations.
 
     Args:
       key: PRNG key for this env.
+      family: this env's family draw (one family, no leading axis).
 
     Returns:
       The first state of an episode; `obs` is computed from the reset pose.
     """
-    key, k_joint, k_yaw, k_vel, k_cmd, k_obs = jax.random.split(key, 6)
+    key, k_joint, k_vel, k_obs = jax.random.split(key, 4)
     env = self.env_config
     qpos = self._init_qpos  # [nq]
     joint_noise = env.init_joint_noise * jax.random.uniform(
         k_joint, (self.action_size,), minval=-1.0, maxval=1.0)  # [A]
     joints = jnp.clip(self._default_pose + joint_noise, self._joint_lower, self._joint_upper)
-    yaw = jax.random.uniform(k_yaw, (), minval=-jnp.pi, maxval=jnp.pi)
+    yaw = family.spawn_yaw
     yaw_quat = jnp.array([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)])  # [4]
-    qpos = qpos.at[3:7].set(yaw_quat).at[self._qpos_adr].set(joints)
+    qpos = (qpos.at[0:2].add(family.spawn_offset).at[3:7].set(yaw_quat)
+            .at[self._qpos_adr].set(joints))
     qvel = jnp.zeros(self.model.nv).at[0:6].set(
         env.init_velocity_noise * jax.random.uniform(k_vel, (6,), minval=-1.0, maxval=1.0))
     data = mjx.make_data(self.model).replace(qpos=qpos, qvel=qvel, ctrl=joints)
@@ -183,18 +210,21 @@ class LocomotionEnv:
     data = mjx.kinematics(self.model, data)
 
     foot_height = self._foot_height(data)
+    step = jnp.zeros((), jnp.int32)
     task = TaskState(
-        command=self._sample_command(k_cmd),
+        command=self._command(family, step),
         last_action=jnp.zeros(self.action_size),
+        action_history=jnp.zeros((self.max_action_delay + 1, self.action_size)),
         feet_air_time=jnp.zeros(self.num_feet),
         last_contact=foot_height < env.foot_contact_distance,
-        step=jnp.zeros((), jnp.int32),
+        step=step,
         episode_return=jnp.zeros(()),
     )
-    obs = self._observe(data, task, k_obs)
+    obs = self._observe(data, task, family, k_obs)
     zero = jnp.zeros(())
     metrics = {f"reward/{name}": zero for name in self._reward_scales}
-    metrics.update({"episode/return": zero, "episode/length": zero})
+    metrics.update({name: zero for name in ("tracking/lin_vel_error", "tracking/yaw_rate_error",
+                                            "episode/return", "episode/length")})
     return EnvState(
         data=data,
         obs=obs,
@@ -204,6 +234,7 @@ class LocomotionEnv:
         truncated=jnp.zeros((), bool),
         reset_reason=jnp.asarray(ResetReason.NONE, jnp.int32),
         key=key,
+        family=family,
         task=task,
         metrics=metrics,
     )
@@ -228,18 +259,24 @@ class LocomotionEnv:
     """Lowest point of each foot sphere above the floor plane z = 0, m. [F]"""
     return data.geom_xpos[self._foot_geoms, 2] - self._foot_radius
 
-  def _trunk_frame(self, data: mjx.Data) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Trunk linear velocity, angular velocity and gravity direction, all in the trunk frame."""
+  def _trunk_frame(self, data: mjx.Data, family: families.FamilyParams
+                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Trunk linear velocity, angular velocity and gravity direction, all in the trunk frame.
+
+    The gravity direction is the family's (tilted on a slope), as an IMU would measure it.
+    """
     quat = data.qpos[3:7]
     lin_vel = _rotate_inverse(quat, data.qvel[0:3])  # [3] free-joint linear vel is world frame
     ang_vel = data.qvel[3:6]  # [3] free-joint angular vel is already in the body frame
-    gravity = _rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0]))  # [3]
+    down = family.gravity / jnp.linalg.norm(family.gravity)  # [3]
+    gravity = _rotate_inverse(quat, down)  # [3]
     return lin_vel, ang_vel, gravity
 
-  def _observe(self, data: mjx.Data, task: TaskState, key: jax.Array) -> Observation:
+  def _observe(self, data: mjx.Data, task: TaskState, family: families.FamilyParams,
+               key: jax.Array) -> Observation:
     """Builds the noisy policy observation and the noise-free privileged critic observation."""
     env = self.env_config
-    lin_vel, ang_vel, gravity = self._trunk_frame(data)
+    lin_vel, ang_vel, gravity = self._trunk_frame(data, family)
     joint_pos = data.qpos[self._qpos_adr] - self._default_pose  # [A]
     joint_vel = data.qvel[self._qvel_adr]  # [A]
     clean = [
@@ -279,15 +316,22 @@ class LocomotionEnv:
       `metrics` describe the step just taken, even when `obs` already belongs to a new episode.
     """
     env = self.env_config
-    key, k_cmd, k_obs, k_reset = jax.random.split(state.key, 4)
+    family = state.family
+    key, k_obs, k_reset = jax.random.split(state.key, 3)
     action = jnp.clip(action, -env.action_clip, env.action_clip)  # [A]
-    targets = self._default_pose + self.robot.spec.action_scale * action  # [A]
+    history = jnp.concatenate([action[None], state.task.action_history[:-1]])  # [D+1, A]
+    delayed = history[family.action_delay]  # [A] what the actuators receive this step
+    targets = self._default_pose + self.robot.spec.action_scale * delayed  # [A]
 
     # PHYSICS
-    def physics_step(_, data):
-      return mjx.step(self.model, data)
+    model = families.apply_to_model(self.model, self.robot, family)
 
-    data = state.data.replace(ctrl=targets)
+    def physics_step(_, data):
+      return mjx.step(model, data)
+
+    push = self._push_force(family, state.task.step)  # [3]
+    xfrc = state.data.xfrc_applied.at[self.robot.trunk_body_id, 0:3].set(push)  # [nbody, 6]
+    data = state.data.replace(ctrl=targets, xfrc_applied=xfrc)
     data = jax.lax.fori_loop(0, self.substeps, physics_step, data)
     finite = jnp.isfinite(data.qpos).all() & jnp.isfinite(data.qvel).all()
     # Zero a diverged state so no NaN reaches obs, reward or metrics; the env is reset below.
@@ -305,14 +349,15 @@ class LocomotionEnv:
     contact_filtered = contact | state.task.last_contact  # [F] debounces one-step chatter
     air_time = state.task.feet_air_time + self.dt  # [F]
     first_contact = (state.task.feet_air_time > 0.0) & contact_filtered  # [F]
-    resample = (step_count % self.resample_steps) == 0
-    command = jnp.where(resample, self._sample_command(k_cmd), state.task.command)
+    command = self._command(family, step_count)
 
     # TERMINATION
-    lin_vel, ang_vel, gravity = self._trunk_frame(data)
+    lin_vel, ang_vel, gravity = self._trunk_frame(data, family)
     joint_pos = data.qpos[self._qpos_adr]  # [A]
+    # Height and tilt are measured from the floor, whatever the direction of gravity.
+    up = _rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))  # [3] floor normal, trunk frame
     fell = (data.qpos[2] < env.fall_height) | (
-        -gravity[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
+        up[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
     body_contact = jnp.zeros((), bool)
     if env.terminate_on_body_contact:
       body_contact = self._touches_floor(data, self._body_contact_geoms) & finite
@@ -361,19 +406,25 @@ class LocomotionEnv:
     task = TaskState(
         command=command,
         last_action=action,
+        action_history=history,
         feet_air_time=air_time * ~contact_filtered,
         last_contact=contact,
         step=step_count,
         episode_return=episode_return,
     )
-    obs = self._observe(data, task, k_obs)
+    obs = self._observe(data, task, family, k_obs)
     done = terminated | truncated
     metrics = {f"reward/{name}": value for name, value in scaled.items()}
+    tracking_error = jnp.where(finite, jnp.stack([
+        jnp.linalg.norm(lin_vel[:2] - state.task.command[:2]),
+        jnp.abs(ang_vel[2] - state.task.command[2])]), 0.0)  # [2]
+    metrics["tracking/lin_vel_error"] = tracking_error[0]
+    metrics["tracking/yaw_rate_error"] = tracking_error[1]
     metrics["episode/return"] = jnp.where(done, episode_return, 0.0)
     metrics["episode/length"] = jnp.where(done, step_count, 0).astype(jnp.float32)
 
     # AUTO-RESET
-    fresh = self.reset(k_reset)
+    fresh = self.reset(k_reset, family)
     return EnvState(
         data=_tree_where(done, fresh.data, data),
         obs=_tree_where(done, fresh.obs, obs),
@@ -383,6 +434,7 @@ class LocomotionEnv:
         truncated=truncated,
         reset_reason=reason,
         key=key,
+        family=family,
         task=_tree_where(done, fresh.task, task),
         metrics=metrics,
     )

@@ -4,19 +4,20 @@
   python -m mjx_walk.train --config=experiments/go2_flat.py --config.num_envs=1024
   python -m mjx_walk.train --config.total_env_steps=2000000 --run_dir=runs/short
 
-This module and the other entry points are the only places that read flags or write files. The
-host loop runs one jitted chunk at a time, moves its metrics off the device, appends one record
-per update to `metrics.jsonl`, and prints one progress line per chunk.
+This module and the other entry points are the only places that read flags or write files. It
+writes the manifest and prints the recipe before anything compiles. The host loop then runs one
+jitted chunk at a time, moves its metrics off the device, appends one `update` record per update
+to the ledger, prints one progress line per chunk, and every `panel.every_chunks` chunks (and once
+at the end) evaluates the policy on the held-out panel and prints the per-stratum table.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-import math
 import pathlib
 import time
-from typing import Any, TextIO
+
 
 from absl import app
 from absl import flags
@@ -24,6 +25,9 @@ import jax
 from ml_collections import config_flags
 
 from mjx_walk import config as config_lib
+from mjx_walk import evaluate
+from mjx_walk import families
+from mjx_walk import ledger
 from mjx_walk import trainer as trainer_lib
 
 _CONFIG = config_flags.DEFINE_config_dataclass(
@@ -35,25 +39,6 @@ _CONFIG = config_flags.DEFINE_config_dataclass(
 )
 _RUN_DIR = flags.DEFINE_string(
     "run_dir", None, "Folder the run writes into. Default: runs/<UTC timestamp>.")
-
-
-def _json_value(value: Any) -> Any:
-  """JSON has no NaN: undefined figures (no episode ended yet) are written as null."""
-  if isinstance(value, float) and not math.isfinite(value):
-    return None
-  return value
-
-
-def _write_update_records(file: TextIO, metrics: dict[str, Any], first_update: int,
-                          batch_size: int, chunk_sps: float) -> None:
-  """Appends one JSON line per update in the chunk."""
-  num_updates = len(next(iter(metrics.values())))
-  for k in range(num_updates):
-    update = first_update + k + 1
-    record = {"update": update, "env_steps": update * batch_size, "perf/sps": chunk_sps}
-    record.update(trainer_lib.summarize({key: value[k:k + 1] for key, value in metrics.items()}))
-    file.write(json.dumps({key: _json_value(v) for key, v in record.items()}) + "\n")
-  file.flush()
 
 
 def format_progress(env_steps: int, total: int, sps: float, record: dict[str, float]) -> str:
@@ -71,21 +56,45 @@ def format_progress(env_steps: int, total: int, sps: float, record: dict[str, fl
   )
 
 
+def _evaluate(evaluator: evaluate.Evaluator, carry: trainer_lib.Carry,
+              config: config_lib.TrainConfig, run_dir: pathlib.Path, run_start: float,
+              log: ledger.Ledger) -> dict:
+  """Runs the held-out panel, appends the eval record, and writes eval/<update>.json."""
+  update = int(carry.train.update_step)
+  result = evaluator(carry.train.params, carry.train.normalizer)
+  record = ledger.eval_record(result, update=update, env_steps=update * config.batch_size,
+                              wall_seconds=time.perf_counter() - run_start)
+  log.write(record)
+  (run_dir / "eval").mkdir(exist_ok=True)
+  (run_dir / "eval" / f"{update}.json").write_text(json.dumps(record, indent=1))
+  return record
+
+
 def run(config: config_lib.TrainConfig, run_dir: pathlib.Path) -> pathlib.Path:
-  """Trains `config` to completion, writing config.json and metrics.jsonl into `run_dir`."""
-  config_lib.validate(config)  # before anything is built or compiled
+  """Trains `config` to completion, writing the run folder.
+
+  The folder gets config.json, manifest.json, ledger.jsonl (recipe, one record per update, one
+  per panel evaluation) and eval/<update>.json. Everything that can be refused (config values,
+  leaked seeds) is checked before anything is written or compiled.
+  """
+  config_lib.validate(config)
+  manifest = families.make_manifest(config)
   run_dir.mkdir(parents=True, exist_ok=True)
   (run_dir / "config.json").write_text(config.to_json())
+  manifest.write(run_dir / "manifest.json")
+  recipe = ledger.recipe(config, manifest)
   print(f"run folder: {run_dir}")
-  print(f"{config.num_envs} envs x {config.unroll_length} steps = {config.batch_size} samples "
-        f"per update, {config.updates_per_chunk} updates per chunk, {config.num_chunks} chunks, "
-        f"devices: {jax.devices()}")
+  print(ledger.format_recipe(recipe), flush=True)
 
-  trainer = trainer_lib.make_trainer(config)
+  run_start = time.perf_counter()
+  trainer = trainer_lib.make_trainer(config, manifest=manifest)
+  evaluator = evaluate.make_evaluator(config, manifest, trainer.networks)
   carry = trainer.init(jax.random.key(config.seed))
   total = config.num_chunks * config.env_steps_per_chunk
-  metrics_path = run_dir / "metrics.jsonl"
-  with metrics_path.open("a") as metrics_file:
+  every = config.panel.every_chunks
+  last_eval = None
+  with ledger.Ledger(run_dir / ledger.FILENAME) as log:
+    log.write(recipe)
     try:
       for chunk in range(config.num_chunks):
         start = time.perf_counter()
@@ -94,15 +103,27 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path) -> pathlib.Path:
         metrics = jax.device_get(metrics)  # waits for the chunk; the only host sync per chunk
         seconds = time.perf_counter() - start
         sps = config.env_steps_per_chunk / seconds
-        _write_update_records(metrics_file, metrics, first_update, config.batch_size, sps)
+        for record in ledger.update_records(
+            metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
+            wall_seconds=time.perf_counter() - run_start,
+            device_memory=ledger.current_device_memory()):
+          log.write(record)
         steps = trainer_lib.env_steps(carry.train, config)
         line = format_progress(steps, total, sps, trainer_lib.summarize(metrics))
         if chunk == 0:
           line += f"  (includes compile: {seconds:.0f} s)"
         print(line, flush=True)
+        if every and (chunk + 1) % every == 0 and chunk + 1 < config.num_chunks:
+          last_eval = _evaluate(evaluator, carry, config, run_dir, run_start, log)
+          print(f"held-out panel at {steps:,} env steps:\n"
+                f"{ledger.format_eval_table(last_eval)}", flush=True)
     except KeyboardInterrupt:
-      print("interrupted; the metrics written so far are kept.")
-  print(f"done. config: {run_dir / 'config.json'}  metrics: {metrics_path}")
+      print("interrupted; evaluating the policy as it is. The ledger so far is kept.")
+    last_eval = _evaluate(evaluator, carry, config, run_dir, run_start, log)
+  print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
+        f"steps):\n{ledger.format_eval_table(last_eval)}")
+  print(f"done. config: {run_dir / 'config.json'}  manifest: {run_dir / 'manifest.json'}  "
+        f"ledger: {run_dir / ledger.FILENAME}  evaluations: {run_dir / 'eval'}")
   return run_dir
 
 
@@ -113,6 +134,7 @@ def main(argv: list[str]) -> None:
       pathlib.Path("runs") / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S"))
   try:
     config_lib.validate(_CONFIG.value)
+    families.make_manifest(_CONFIG.value)  # refuses leaked seeds before anything is written
   except ValueError as error:
     raise app.UsageError(str(error)) from None
   run(_CONFIG.value, pathlib.Path(run_dir))

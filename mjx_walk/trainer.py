@@ -30,6 +30,7 @@ import optax
 
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
+from mjx_walk import families
 from mjx_walk import networks
 from mjx_walk import normalizer
 from mjx_walk import ppo
@@ -87,6 +88,7 @@ class Trainer:
 
   config: config_lib.TrainConfig
   env: env_lib.LocomotionEnv
+  manifest: families.Manifest
   networks: networks.ActorCritic
   optimizer: optax.GradientTransformation
   init: Callable[[jax.Array], Carry]
@@ -97,18 +99,27 @@ class Trainer:
   """Jitted, donating: runs `config.updates_per_chunk` updates."""
 
 
-def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | None = None) -> Trainer:
+def make_trainer(
+    config: config_lib.TrainConfig,
+    env: env_lib.LocomotionEnv | None = None,
+    manifest: families.Manifest | None = None,
+) -> Trainer:
   """Builds the init function and the fused, jitted training chunk.
 
   Args:
     config: a validated run configuration; closed over, so it is static under jit.
     env: the env to train on; built from `config` when omitted.
+    manifest: the run's families; `families.make_manifest(config)` when omitted. Env i trains
+      in training family i % num_train_families.
 
   Returns:
     A `Trainer`. `trainer.train_chunk` compiles on its first call and never again.
   """
   config_lib.validate(config)
   env = env or env_lib.LocomotionEnv(config)
+  manifest = manifest or families.make_manifest(config)
+  num_families = len(manifest.train_families)
+  env_families = families.for_envs(manifest.train_params(), config.num_envs)  # leaves [N, ...]
   ppo_cfg, net_cfg = config.ppo, config.network
   num_envs, unroll = config.num_envs, config.unroll_length
   obs_spec = env.observation_spec()
@@ -140,7 +151,7 @@ def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | No
         update_step=jnp.zeros((), jnp.int32),
     )
     k_env, k_stagger = jax.random.split(k_env)
-    env_state = batched_reset(jax.random.split(k_env, num_envs))
+    env_state = batched_reset(jax.random.split(k_env, num_envs), env_families)
     # Start every env at a random point of its time limit, so that timeouts (and the resets
     # that follow) are spread over time instead of arriving for the whole batch in one step.
     # Each env's first episode is therefore shorter, and its reported length counts the offset.
@@ -220,7 +231,10 @@ def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | No
     permutation = jax.random.permutation(key, config.batch_size)  # [T*N]
     minibatches = jax.tree.map(
         lambda x: x[permutation].reshape((ppo_cfg.num_minibatches, -1) + x.shape[1:]), batch)
-    return jax.lax.scan(minibatch_step, carry, minibatches)
+    carry, loss_metrics = jax.lax.scan(minibatch_step, carry, minibatches)
+    loss_metrics["families/per_minibatch"] = _families_per_minibatch(
+        permutation.reshape(ppo_cfg.num_minibatches, -1), num_envs, num_families)
+    return carry, loss_metrics
 
   def update_step(carry: Carry, _) -> tuple[Carry, Metrics]:
     """One PPO update. Carry: `Carry`. Output: this update's metrics, scalars."""
@@ -261,7 +275,9 @@ def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | No
     train = train.replace(
         params=params, opt_state=opt_state, key=key, update_step=train.update_step + 1)
 
+    fewest_families = jnp.min(loss_metrics.pop("families/per_minibatch"))
     metrics = _update_metrics(traj, advantages, returns, loss_metrics)
+    metrics["families/min_per_minibatch"] = fewest_families.astype(jnp.float32)
     metrics["policy/std_mean"] = jnp.mean(nets.policy(params, batch.policy_obs[:1])[1])
     metrics["ppo/learning_rate"] = ppo.get_learning_rate(opt_state)
     return Carry(train=train, env=env_state), metrics
@@ -273,6 +289,7 @@ def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | No
   return Trainer(
       config=config,
       env=env,
+      manifest=manifest,
       networks=nets,
       optimizer=optimizer,
       init=jax.jit(init),
@@ -283,6 +300,15 @@ def make_trainer(config: config_lib.TrainConfig, env: env_lib.LocomotionEnv | No
   )
 
 
+def _families_per_minibatch(samples: jax.Array, num_envs: int, num_families: int) -> jax.Array:
+  """Distinct families among each minibatch's samples. samples: [M, B] indices into the
+  flattened [T*N] batch, whose sample s came from env s % N, of family (s % N) % F. Returns [M]."""
+  family = (samples % num_envs) % num_families  # [M, B]
+  rows = jnp.arange(samples.shape[0])[:, None]  # [M, 1]
+  present = jnp.zeros((samples.shape[0], num_families), bool).at[rows, family].set(True)
+  return jnp.sum(present, axis=1)  # [M]
+
+
 def _update_metrics(
     traj: Transition, advantages: jax.Array, returns: jax.Array, loss_metrics: Metrics
 ) -> Metrics:
@@ -291,7 +317,7 @@ def _update_metrics(
   num_ends = jnp.sum(ends)
   metrics = {key: jnp.mean(value) for key, value in loss_metrics.items()}
   metrics.update({key: jnp.mean(value) for key, value in traj.metrics.items()
-                  if key.startswith("reward/")})
+                  if key.startswith(("reward/", "tracking/"))})
   metrics["reward/total"] = jnp.mean(traj.reward)
   metrics["episode/count"] = num_ends.astype(jnp.float32)
   # Sums, not means: the host divides by episode/count pooled over a chunk, and an update in

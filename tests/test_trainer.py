@@ -12,6 +12,8 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
+from mjx_walk import families
+from mjx_walk import ledger
 from mjx_walk import ppo
 from mjx_walk import train as train_lib
 from mjx_walk import trainer as trainer_lib
@@ -31,6 +33,10 @@ def tiny_config() -> config_lib.TrainConfig:
   cfg.network.critic_hidden_sizes = (16, 16)
   # Short episodes so that timeouts, auto-resets and bootstraps all happen inside two chunks.
   cfg.env.episode_seconds = 0.1
+  cfg.families.num_train_families = 4
+  cfg.panel.families_per_stratum = 1
+  cfg.panel.envs_per_family = 1
+  cfg.panel.episode_seconds = 0.1
   return cfg
 
 
@@ -55,6 +61,10 @@ class TrainerTest(chex.TestCase):
       chex.assert_tree_shape_prefix(metrics, (cfg.updates_per_chunk,))
       records.append(trainer_lib.summarize(metrics))
 
+    for record in records:
+      self.assertBetween(record["families/min_per_minibatch"], 1, cfg.families.num_train_families)
+    # Env i trains in family i % F.
+    np.testing.assert_array_equal(carry.env.family.index, np.arange(cfg.num_envs) % 4)
     # One trace for both chunks (the chex guard inside make_trainer would also raise).
     self.assertEqual(trainer.train_chunk._cache_size(), 1)
     self.assertEqual(trainer_lib.env_steps(carry.train, cfg), 2 * cfg.env_steps_per_chunk)
@@ -115,20 +125,49 @@ class SummarizeTest(absltest.TestCase):
     self.assertTrue(np.isnan(empty["episode/return"]))
 
 
+class FamiliesPerMinibatchTest(absltest.TestCase):
+
+  def test_counts_distinct_families(self):
+    # N = 4 envs, F = 2 families: env e is in family e % 2; sample s came from env s % 4.
+    samples = np.array([[0, 4, 8, 2],    # envs 0, 0, 0, 2 -> family 0 only
+                        [1, 3, 5, 7],    # envs 1, 3, 1, 3 -> family 1 only
+                        [0, 1, 6, 11]])  # envs 0, 1, 2, 3 -> both
+    counts = trainer_lib._families_per_minibatch(samples, num_envs=4, num_families=2)
+    np.testing.assert_array_equal(counts, [1, 1, 2])
+
+
 class TrainCliTest(absltest.TestCase):
 
-  def test_run_writes_config_and_one_record_per_update(self):
+  def test_run_writes_manifest_and_ledger(self):
     cfg = tiny_config()
+    cfg.panel.every_chunks = 1
     run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
     train_lib.run(cfg, run_dir)
     self.assertEqual(config_lib.from_dict(json.loads((run_dir / "config.json").read_text())), cfg)
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]
-    self.assertLen(records, cfg.num_chunks * cfg.updates_per_chunk)
-    self.assertEqual([r["update"] for r in records], list(range(1, len(records) + 1)))
-    self.assertEqual(records[-1]["env_steps"], cfg.num_chunks * cfg.env_steps_per_chunk)
-    for key in ("perf/sps", "episode/return", "reset/fall", "loss/approx_kl", "reward/pose"):
-      self.assertIn(key, records[0])
+    manifest = families.Manifest.read(run_dir / "manifest.json")
+    self.assertEqual(manifest, families.make_manifest(cfg))
+
+    records = ledger.read_run(run_dir)
+    kinds = [r["kind"] for r in records]
+    # The recipe first, one update record per update, an evaluation after chunk 1 (of 2) and
+    # one at the end.
+    num_updates = cfg.num_chunks * cfg.updates_per_chunk
+    self.assertEqual(kinds, ["recipe"] + ["update"] * 2 + ["eval"] + ["update"] * 2 + ["eval"])
+    self.assertEqual(records[0]["manifest_hash"], manifest.hash)
+    updates = [r for r in records if r["kind"] == "update"]
+    self.assertEqual([r["update"] for r in updates], list(range(1, num_updates + 1)))
+    self.assertEqual(updates[-1]["env_steps"], cfg.num_chunks * cfg.env_steps_per_chunk)
+    for key in ("perf/sps", "episode/return", "episode/length", "reset/fall", "reward/pose",
+                "advantage/mean", "advantage/std", "loss/approx_kl", "loss/clipfrac",
+                "loss/explained_variance", "policy/std_mean", "ppo/learning_rate",
+                "families/min_per_minibatch", "device/memory_bytes"):
+      self.assertIn(key, updates[0])
+    evals = [r for r in records if r["kind"] == "eval"]
+    self.assertEqual([r["update"] for r in evals], [2, 4])
+    self.assertEqual(evals[-1]["panel_hash"], manifest.panel_hash)
+    self.assertEqual(sorted(evals[-1]["strata"]), sorted(cfg.panel.strata))
+    saved = json.loads((run_dir / "eval" / "4.json").read_text())
+    self.assertEqual(saved, evals[-1])
 
   def test_progress_line(self):
     record = {"episode/return": 3.25, "episode/length": 812.0, "episode/count": 40.0,

@@ -1,0 +1,186 @@
+"""Deterministic evaluation of a policy on the held-out panel, and its per-stratum metrics.
+
+The panel is the manifest's evaluation families: `families_per_stratum` families for each stratum
+(`flat`, `slope`, `push`, `payload`, `friction`), `envs_per_family` envs each, env j in family
+j % E. Every env plays exactly one episode of `panel.episode_seconds` with the policy's mean action
+and noise-free observations, from reset keys fixed by the panel seed, so the same parameters give
+the same numbers. One jitted pass collects everything; `summarize` reduces it per stratum on the
+host.
+
+Per stratum:
+  success_rate     share of episodes that did not terminate (no fall, body contact, joint limit or
+                   non-finite state) AND whose mean tracking errors are below
+                   `panel.success_lin_vel_error` and `panel.success_yaw_rate_error`
+  fall_rate        share of episodes that ended in any termination (the breakdown is in `reset`)
+  episode_length   mean control steps per episode (a full episode is episode_seconds * control_hz)
+  lin_vel_error    mean over episodes of the per-step mean |v_xy - command_xy|, m/s
+  yaw_rate_error   mean over episodes of the per-step mean |yaw rate - command|, rad/s
+  return           mean episode return
+  reset            how many episodes ended for each reset reason (`timeout` = survived)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk import env as env_lib
+from mjx_walk import families
+from mjx_walk import networks
+from mjx_walk import normalizer
+
+
+@flax.struct.dataclass
+class EpisodeStats:
+  """One evaluation episode per env, accumulated step by step. Leaves [N] once batched."""
+
+  alive: jax.Array
+  """bool: the episode has not ended yet."""
+  length: jax.Array
+  """int32: control steps taken, including the one that ended the episode."""
+  reason: jax.Array
+  """int32: `ResetReason` that ended the episode (NONE while alive)."""
+  episode_return: jax.Array
+  lin_vel_error_sum: jax.Array
+  """Sum over the episode's steps of the xy velocity error, m/s."""
+  yaw_rate_error_sum: jax.Array
+
+
+def empty_stats(num_envs: int) -> EpisodeStats:
+  zeros = jnp.zeros((num_envs,))
+  return EpisodeStats(
+      alive=jnp.ones((num_envs,), bool),
+      length=jnp.zeros((num_envs,), jnp.int32),
+      reason=jnp.zeros((num_envs,), jnp.int32),
+      episode_return=zeros,
+      lin_vel_error_sum=zeros,
+      yaw_rate_error_sum=zeros,
+  )
+
+
+def accumulate(stats: EpisodeStats, state: env_lib.EnvState) -> EpisodeStats:
+  """Adds one step to every episode still alive; the step that ends an episode counts.
+
+  Args:
+    stats: leaves [N].
+    state: the batched env state returned by the step, leaves [N, ...].
+  """
+  live = stats.alive
+  done = state.terminated | state.truncated  # [N]
+  return EpisodeStats(
+      alive=live & ~done,
+      length=stats.length + live.astype(jnp.int32),
+      reason=jnp.where(live & done, state.reset_reason, stats.reason),
+      episode_return=stats.episode_return + jnp.where(live, state.reward, 0.0),
+      lin_vel_error_sum=stats.lin_vel_error_sum + jnp.where(
+          live, state.metrics["tracking/lin_vel_error"], 0.0),
+      yaw_rate_error_sum=stats.yaw_rate_error_sum + jnp.where(
+          live, state.metrics["tracking/yaw_rate_error"], 0.0),
+  )
+
+
+def panel_config(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
+  """The config the panel's env runs: the panel's episode length and noise-free observations."""
+  env = dataclasses.replace(
+      config.env, episode_seconds=config.panel.episode_seconds, obs_noise_scale=0.0)
+  return dataclasses.replace(config, env=env)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluator:
+  """The panel's env and its jitted one-pass evaluation."""
+
+  config: config_lib.TrainConfig
+  manifest: families.Manifest
+  env: env_lib.LocomotionEnv
+  run: Callable[[networks.ActorCriticParams, normalizer.NormalizerState], EpisodeStats]
+  """Jitted (params, normalizer) -> final EpisodeStats, leaves [panel.num_envs]."""
+
+  def __call__(self, params: networks.ActorCriticParams,
+               norm: normalizer.NormalizerState) -> dict[str, Any]:
+    """Evaluates and summarizes: the per-stratum metrics as plain Python numbers."""
+    return summarize(jax.device_get(self.run(params, norm)), self.manifest, self.config)
+
+
+def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
+                   nets: networks.ActorCritic) -> Evaluator:
+  """Builds the panel's env and the jitted evaluation of a policy on it.
+
+  Args:
+    config: the run configuration (its `panel` section defines the panel).
+    manifest: the run's manifest; its evaluation families are the panel.
+    nets: the actor-critic; only the actor's mean is used.
+  """
+  eval_config = panel_config(config)
+  env = env_lib.LocomotionEnv(eval_config)
+  num_envs = config.panel.num_envs
+  family_params = families.for_envs(manifest.eval_params(), num_envs)  # leaves [N, ...]
+  reset_keys = jax.random.split(jax.random.key(config.panel.seed), num_envs)
+  batched_step = jax.vmap(env.step)
+
+  def run(params: networks.ActorCriticParams, norm: normalizer.NormalizerState) -> EpisodeStats:
+
+    def step(carry: tuple[env_lib.EnvState, EpisodeStats], _):
+      """Carry: (batched env state, episode stats). No per-step output."""
+      state, stats = carry
+      obs = state.obs
+      if config.ppo.normalize_observations:
+        obs = normalizer.normalize(norm, obs)
+      mean, _ = nets.policy(params, obs["policy"])  # [N, A] deterministic: the mean action
+      state = batched_step(state, mean)
+      return (state, accumulate(stats, state)), None
+
+    state = jax.vmap(env.reset)(reset_keys, family_params)
+    (_, stats), _ = jax.lax.scan(step, (state, empty_stats(num_envs)), None, env.episode_steps)
+    return stats
+
+  return Evaluator(config=config, manifest=manifest, env=env, run=jax.jit(run))
+
+
+def summarize(stats: EpisodeStats, manifest: families.Manifest,
+              config: config_lib.TrainConfig) -> dict[str, Any]:
+  """Per-stratum metrics from one episode per env (host-side NumPy).
+
+  Args:
+    stats: final statistics, leaves [N] with N = panel.num_envs; env j is in evaluation family
+      j % E.
+    manifest: gives each evaluation family's stratum.
+    config: success thresholds.
+
+  Returns:
+    {"panel_hash": str, "strata": {stratum: {metric: value, "reset": {reason: count}}}}.
+  """
+  panel = config.panel
+  stats = jax.tree.map(np.asarray, stats)
+  num_envs = stats.length.shape[0]
+  strata = np.array(manifest.eval_strata)[np.arange(num_envs) % len(manifest.eval_families)]
+  steps = np.maximum(stats.length, 1)
+  lin_error = stats.lin_vel_error_sum / steps  # [N]
+  yaw_error = stats.yaw_rate_error_sum / steps  # [N]
+  # An env still alive after the scan cannot happen (the panel's episode ends on a timeout), but
+  # would count as survived rather than fallen.
+  survived = (stats.reason == env_lib.ResetReason.TIMEOUT) | (
+      stats.reason == env_lib.ResetReason.NONE)
+  success = survived & (lin_error < panel.success_lin_vel_error) & (
+      yaw_error < panel.success_yaw_rate_error)
+  result = {}
+  for stratum in dict.fromkeys(manifest.eval_strata):
+    mine = strata == stratum
+    result[stratum] = {
+        "num_envs": int(mine.sum()),
+        "success_rate": float(success[mine].mean()),
+        "fall_rate": float((~survived[mine]).mean()),
+        "episode_length": float(stats.length[mine].mean()),
+        "lin_vel_error": float(lin_error[mine].mean()),
+        "yaw_rate_error": float(yaw_error[mine].mean()),
+        "return": float(stats.episode_return[mine].mean()),
+        "reset": {code.name.lower(): int((stats.reason[mine] == code).sum())
+                  for code in env_lib.ResetReason if code != env_lib.ResetReason.NONE},
+    }
+  return {"panel_hash": manifest.panel_hash, "strata": result}

@@ -1,0 +1,482 @@
+"""Seed families and the run manifest: per-family draws, held-out strata, hashing, leakage check.
+
+A seed family is a group of envs that share one seed. The seed fixes the family's spawn pose, its
+command schedule and one domain-randomization draw (ground friction, trunk payload and its
+centre of mass, joint friction, motor strength, actuator delay, a push schedule, and, for the
+`slope` stratum, the direction of gravity). Envs of one family differ only by small per-env reset
+noise and the policy's own sampling; env i belongs to family `i % num_families`, so any
+contiguous shard of envs spans many families.
+
+The `Manifest` is the frozen, hashable record of every family of a run: the training families
+(seeds derived from the run seed) and the held-out evaluation families (seeds derived from the
+panel seed, grouped in strata), every draw, and the ranges they came from. It is plain data, drawn
+with NumPy on the host, written to `manifest.json`, and turned into `FamilyParams` arrays for the
+env with `Manifest.train_params` / `Manifest.eval_params`.
+
+Training seeds are drawn from [0, 2**31) and evaluation seeds from [2**31, 2**32), so the two are
+disjoint by construction; explicit seeds in the config or a loaded manifest that share a seed are
+refused with `LeakageError`, naming the shared seeds.
+
+`apply_to_model` writes one family's draw into the nominal `mjx.Model` with `.replace`, inside the
+env's step, so `jax.vmap` batches it. Adding a payload changes `body_mass` and `body_ipos` of the
+trunk only. MuJoCo derives several constants from the masses when it compiles a model, and these
+are NOT recomputed:
+  * `body_inertia` / `body_iquat` of the trunk: the payload is treated as a point mass and its own
+    rotational inertia about the new centre of mass (parallel axis) is ignored;
+  * `body_subtreemass` (MJX recomputes subtree masses where its dynamics need them);
+  * `body_invweight0`, `dof_invweight0`, `actuator_acc0` and `stat.meaninertia`, which scale the
+    constraint solver's regularization; they keep the nominal robot's values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import pathlib
+from typing import Any, Sequence
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from mujoco import mjx
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk import robots
+
+TRAIN_SEED_SPACE = (0, 2**31)
+EVAL_SEED_SPACE = (2**31, 2**32)
+STANDARD_GRAVITY = 9.81
+
+
+class LeakageError(ValueError):
+  """Training and evaluation families share a seed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+  """One family's seed and everything drawn from it. Plain floats: JSON round-trips it exactly."""
+
+  seed: int
+  stratum: str | None
+  """Evaluation stratum; None for a training family."""
+  spawn_yaw: float
+  """Heading at spawn, rad."""
+  spawn_offset: tuple[float, float]
+  """Spawn x, y offset, m."""
+  command_times: tuple[float, ...]
+  """Episode time at which each command of the schedule starts, s; the first is 0."""
+  commands: tuple[tuple[float, float, float], ...]
+  """(vx m/s, vy m/s, yaw rate rad/s) per entry of the schedule."""
+  friction: float
+  payload_mass: float
+  """kg added to the trunk."""
+  payload_com: tuple[float, float, float]
+  """Where the payload sits, trunk frame, m."""
+  joint_friction: float
+  """N·m·s/rad added to every actuated joint's damping."""
+  motor_strength: float
+  """Scale of the actuators' PD gains."""
+  action_delay: int
+  """Control steps between the policy's action and the actuators."""
+  push_times: tuple[float, ...]
+  """Episode time each push starts, s."""
+  push_directions: tuple[float, ...]
+  """Horizontal direction of each push in the world frame, rad."""
+  push_magnitudes: tuple[float, ...]
+  """N; 0 means no push."""
+  push_seconds: float
+  slope_degrees: float
+  """Tilt of gravity from the floor normal, degrees (0 on level ground)."""
+  slope_direction: float
+  """World-frame direction of downhill, rad."""
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> Family:
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if set(values) != fields:
+      raise ValueError(
+          f"a manifest family has keys {sorted(values)}; expected exactly {sorted(fields)}")
+
+    def tuplify(x):
+      return tuple(tuplify(v) for v in x) if isinstance(x, list) else x
+
+    return cls(**{k: tuplify(v) for k, v in values.items()})
+
+
+@flax.struct.dataclass
+class FamilyParams:
+  """One family's draw as arrays, for the env. Batched along a leading axis by `jax.vmap`."""
+
+  index: jax.Array
+  """int32 []: the family's index within its panel."""
+  spawn_yaw: jax.Array
+  """float32 []."""
+  spawn_offset: jax.Array
+  """float32 [2]."""
+  command_times: jax.Array
+  """float32 [K]."""
+  commands: jax.Array
+  """float32 [K, 3]."""
+  friction: jax.Array
+  payload_mass: jax.Array
+  payload_com: jax.Array
+  """float32 [3]."""
+  joint_friction: jax.Array
+  motor_strength: jax.Array
+  action_delay: jax.Array
+  """int32 []."""
+  push_times: jax.Array
+  """float32 [P]."""
+  push_forces: jax.Array
+  """float32 [P, 3]: world-frame force of each push, N."""
+  push_seconds: jax.Array
+  gravity: jax.Array
+  """float32 [3]: world-frame gravity, m/s^2."""
+
+
+# DRAWS
+
+
+def _uniform(rng: np.random.Generator, bounds: Sequence[float]) -> float:
+  return float(rng.uniform(bounds[0], bounds[1]))
+
+
+def _command_schedule(rng: np.random.Generator, fam_cfg: config_lib.FamilyConfig,
+                      episode_seconds: float) -> tuple[tuple[float, ...], tuple[tuple[float, ...], ...]]:
+  """Resample times and commands covering one episode; the length is fixed by the config."""
+  slots = math.ceil(episode_seconds / fam_cfg.command_resample_seconds[0])
+  times, commands, t = [], [], 0.0
+  for _ in range(slots):
+    times.append(t)
+    commands.append((_uniform(rng, fam_cfg.command_vx), _uniform(rng, fam_cfg.command_vy),
+                     _uniform(rng, fam_cfg.command_yaw_rate)))
+    t += _uniform(rng, fam_cfg.command_resample_seconds)
+  return tuple(times), tuple(commands)
+
+
+def _pushes(rng: np.random.Generator, count: int, magnitude: Sequence[float],
+            episode_seconds: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+  times = tuple(sorted(float(t) for t in rng.uniform(
+      0.1 * episode_seconds, 0.9 * episode_seconds, count)))
+  directions = tuple(float(a) for a in rng.uniform(-math.pi, math.pi, count))
+  magnitudes = tuple(float(m) for m in rng.uniform(magnitude[0], magnitude[1], count))
+  return times, directions, magnitudes
+
+
+def _midpoint(bounds: Sequence[float]) -> float:
+  return 0.5 * (float(bounds[0]) + float(bounds[1]))
+
+
+def draw_family(seed: int, config: config_lib.TrainConfig, stratum: str | None) -> Family:
+  """Draws everything a family's seed fixes.
+
+  Args:
+    seed: the family seed.
+    config: the run configuration (training ranges and the evaluation panel).
+    stratum: None for a training family, else the evaluation stratum, which replaces the
+      training ranges by nominal values plus that stratum's held-out condition.
+
+  Returns:
+    The family, a pure function of (seed, config, stratum).
+  """
+  fam_cfg, panel = config.families, config.panel
+  rng = np.random.default_rng(seed)
+  # Every family draws the same sequence of numbers in the same order, whatever its stratum, so
+  # adding a stratum or a field never shifts the other draws of a seed.
+  episode_seconds = config.env.episode_seconds if stratum is None else panel.episode_seconds
+  spawn_yaw = _uniform(rng, fam_cfg.spawn_yaw)
+  spawn_offset = tuple(float(x) for x in rng.uniform(-fam_cfg.spawn_offset, fam_cfg.spawn_offset, 2))
+  command_times, commands = _command_schedule(rng, fam_cfg, episode_seconds)
+  train_draw = dict(
+      friction=_uniform(rng, fam_cfg.friction),
+      payload_mass=_uniform(rng, fam_cfg.payload_mass),
+      payload_com=tuple(float(x) for x in rng.uniform(
+          -fam_cfg.payload_com_offset, fam_cfg.payload_com_offset, 3)),
+      joint_friction=_uniform(rng, fam_cfg.joint_friction),
+      motor_strength=_uniform(rng, fam_cfg.motor_strength),
+      action_delay=int(rng.integers(fam_cfg.action_delay_steps[0],
+                                    fam_cfg.action_delay_steps[1] + 1)),
+  )
+  push_times, push_directions, push_magnitudes = _pushes(
+      rng, fam_cfg.pushes_per_episode, fam_cfg.push_force, episode_seconds)
+  push_seconds = fam_cfg.push_seconds
+  slope_degrees, slope_direction = 0.0, 0.0
+  held_out = dict(
+      slope_direction=float(rng.uniform(-math.pi, math.pi)),
+      payload_mass=_uniform(rng, panel.payload_mass),
+      friction=_uniform(rng, panel.friction),
+      pushes=_pushes(rng, panel.pushes_per_episode, (panel.push_force, panel.push_force),
+                     episode_seconds),
+  )
+
+  if stratum is not None:
+    if stratum not in config_lib.STRATA:
+      raise ValueError(f"stratum {stratum!r} is unknown; known strata are {config_lib.STRATA}")
+    train_draw = dict(
+        friction=_midpoint(fam_cfg.friction),
+        payload_mass=0.0,
+        payload_com=(0.0, 0.0, 0.0),
+        joint_friction=_midpoint(fam_cfg.joint_friction),
+        motor_strength=1.0,
+        action_delay=int(fam_cfg.action_delay_steps[0]),
+    )
+    push_times, push_directions, push_magnitudes = (), (), ()
+    push_seconds = panel.push_seconds
+    if stratum == "slope":
+      slope_degrees, slope_direction = float(panel.slope_degrees), held_out["slope_direction"]
+    elif stratum == "push":
+      push_times, push_directions, push_magnitudes = held_out["pushes"]
+    elif stratum == "payload":
+      train_draw["payload_mass"] = held_out["payload_mass"]
+    elif stratum == "friction":
+      train_draw["friction"] = held_out["friction"]
+    # Every eval family of a panel has the same number of push slots, so they stack.
+    pad = panel.pushes_per_episode - len(push_times)
+    push_times += (0.0,) * pad
+    push_directions += (0.0,) * pad
+    push_magnitudes += (0.0,) * pad
+
+  return Family(
+      seed=int(seed),
+      stratum=stratum,
+      spawn_yaw=spawn_yaw,
+      spawn_offset=spawn_offset,
+      command_times=command_times,
+      commands=commands,
+      push_times=push_times,
+      push_directions=push_directions,
+      push_magnitudes=push_magnitudes,
+      push_seconds=float(push_seconds),
+      slope_degrees=slope_degrees,
+      slope_direction=slope_direction,
+      **train_draw,
+  )
+
+
+def _distinct_seeds(seed: int | Sequence[int], space: tuple[int, int], count: int) -> list[int]:
+  rng = np.random.default_rng(seed)
+  seeds: list[int] = []
+  while len(seeds) < count:
+    for s in rng.integers(space[0], space[1], count, dtype=np.int64):
+      if int(s) not in seeds and len(seeds) < count:
+        seeds.append(int(s))
+  return seeds
+
+
+def train_seeds(config: config_lib.TrainConfig) -> list[int]:
+  """The training family seeds: explicit ones from the config, else derived from the run seed."""
+  if config.families.train_family_seeds:
+    return [int(s) for s in config.families.train_family_seeds]
+  # The trailing constant separates this stream from any other use of the run seed.
+  return _distinct_seeds([config.seed, 0x7EA1], TRAIN_SEED_SPACE,
+                         config.families.num_train_families)
+
+
+def eval_seeds(config: config_lib.TrainConfig) -> list[int]:
+  """The evaluation family seeds, from the panel seed, in stratum-major order."""
+  return _distinct_seeds([config.panel.seed, 0xE7A1], EVAL_SEED_SPACE, config.panel.num_families)
+
+
+def check_disjoint(train: Sequence[int], evaluation: Sequence[int]) -> None:
+  """Refuses a run whose training and evaluation families share a seed.
+
+  Raises:
+    LeakageError: naming every shared seed.
+  """
+  shared = sorted(set(train) & set(evaluation))
+  if shared:
+    raise LeakageError(
+        f"training and evaluation families share seeds {shared}: a held-out family would be "
+        f"trained on. Use training seeds outside the evaluation panel (training seeds are drawn "
+        f"from [0, 2**31), evaluation seeds from [2**31, 2**32)).")
+
+
+# THE MANIFEST
+
+
+def _ranges(config: config_lib.TrainConfig) -> dict[str, Any]:
+  panel = dataclasses.asdict(config.panel)
+  del panel["every_chunks"]  # when to evaluate does not change what the panel is
+  ranges = {"train": dataclasses.asdict(config.families),
+            "train_episode_seconds": config.env.episode_seconds,
+            "eval": panel}
+  return json.loads(json.dumps(ranges))  # tuples become lists, exactly as a reload sees them
+
+
+def _digest(content: Any) -> str:
+  text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+  """Every family of a run. Build with `make_manifest`; load with `Manifest.from_json`."""
+
+  train_families: tuple[Family, ...]
+  eval_families: tuple[Family, ...]
+  """In stratum-major order: families_per_stratum families of each stratum in turn."""
+  ranges: dict[str, Any]
+  """The config sections the draws came from: `train` (families), `eval` (panel)."""
+
+  def __post_init__(self):
+    check_disjoint([f.seed for f in self.train_families], [f.seed for f in self.eval_families])
+
+  @property
+  def hash(self) -> str:
+    """sha256 of the whole content: training and evaluation families, and the ranges."""
+    return _digest(self._content())
+
+  @property
+  def panel_hash(self) -> str:
+    """sha256 of the evaluation panel alone: runs are compared only when this matches."""
+    return _digest({"eval_families": [f.to_dict() for f in self.eval_families],
+                    "eval": self.ranges["eval"]})
+
+  @property
+  def eval_strata(self) -> tuple[str, ...]:
+    """Stratum of each evaluation family."""
+    return tuple(f.stratum for f in self.eval_families)
+
+  def _content(self) -> dict[str, Any]:
+    return {
+        "train_families": [f.to_dict() for f in self.train_families],
+        "eval_families": [f.to_dict() for f in self.eval_families],
+        "ranges": self.ranges,
+    }
+
+  def to_json(self) -> str:
+    return json.dumps({"hash": self.hash, "panel_hash": self.panel_hash, **self._content()},
+                      indent=1)
+
+  @classmethod
+  def from_json(cls, text: str) -> Manifest:
+    """Parses `to_json` output and checks its hash and its train/eval disjointness.
+
+    Raises:
+      ValueError: the content does not match its recorded hash, or keys are missing.
+      LeakageError: the manifest's training and evaluation families share a seed.
+    """
+    values = json.loads(text)
+    missing = {"hash", "train_families", "eval_families", "ranges"} - set(values)
+    if missing:
+      raise ValueError(f"manifest is missing keys {sorted(missing)}")
+    manifest = cls(
+        train_families=tuple(Family.from_dict(f) for f in values["train_families"]),
+        eval_families=tuple(Family.from_dict(f) for f in values["eval_families"]),
+        ranges=values["ranges"],
+    )
+    if manifest.hash != values["hash"]:
+      raise ValueError(
+          f"manifest content hashes to {manifest.hash} but records {values['hash']}; "
+          "it was edited or corrupted")
+    return manifest
+
+  def write(self, path: pathlib.Path) -> None:
+    path.write_text(self.to_json())
+
+  @classmethod
+  def read(cls, path: pathlib.Path) -> Manifest:
+    return cls.from_json(pathlib.Path(path).read_text())
+
+  def train_params(self) -> FamilyParams:
+    """The training families as arrays, leading axis [F]."""
+    return stack_params(self.train_families)
+
+  def eval_params(self) -> FamilyParams:
+    """The evaluation families as arrays, leading axis [E]."""
+    return stack_params(self.eval_families)
+
+
+def make_manifest(config: config_lib.TrainConfig) -> Manifest:
+  """The run's manifest, a pure function of the config (run seed, panel seed and ranges).
+
+  Raises:
+    LeakageError: explicit training seeds that are also evaluation seeds.
+  """
+  config_lib.validate(config)
+  train, evaluation = train_seeds(config), eval_seeds(config)
+  check_disjoint(train, evaluation)
+  per = config.panel.families_per_stratum
+  strata = [s for s in config.panel.strata for _ in range(per)]
+  return Manifest(
+      train_families=tuple(draw_family(s, config, None) for s in train),
+      eval_families=tuple(draw_family(s, config, st) for s, st in zip(evaluation, strata)),
+      ranges=_ranges(config),
+  )
+
+
+# ARRAYS FOR THE ENV
+
+
+def _gravity(family: Family) -> np.ndarray:
+  tilt, direction = math.radians(family.slope_degrees), family.slope_direction
+  return STANDARD_GRAVITY * np.array(
+      [math.sin(tilt) * math.cos(direction), math.sin(tilt) * math.sin(direction), -math.cos(tilt)])
+
+
+def stack_params(families: Sequence[Family]) -> FamilyParams:
+  """Stacks families into `FamilyParams` with a leading [len(families)] axis."""
+
+  def arr(name, dtype=np.float32):
+    return jnp.asarray(np.array([getattr(f, name) for f in families], dtype=dtype))
+
+  forces = np.array([
+      [[m * math.cos(a), m * math.sin(a), 0.0]
+       for a, m in zip(f.push_directions, f.push_magnitudes)] for f in families],
+      dtype=np.float32).reshape(len(families), -1, 3)
+  return FamilyParams(
+      index=jnp.arange(len(families), dtype=jnp.int32),
+      spawn_yaw=arr("spawn_yaw"),
+      spawn_offset=arr("spawn_offset"),
+      command_times=arr("command_times"),
+      commands=arr("commands"),
+      friction=arr("friction"),
+      payload_mass=arr("payload_mass"),
+      payload_com=arr("payload_com"),
+      joint_friction=arr("joint_friction"),
+      motor_strength=arr("motor_strength"),
+      action_delay=arr("action_delay", np.int32),
+      push_times=arr("push_times").reshape(len(families), -1),
+      push_forces=jnp.asarray(forces),
+      push_seconds=arr("push_seconds"),
+      gravity=jnp.asarray(np.stack([_gravity(f) for f in families]).astype(np.float32)),
+  )
+
+
+def for_envs(params: FamilyParams, num_envs: int) -> FamilyParams:
+  """Each env's family draw: env i gets family i % F. Leading axis [num_envs]."""
+  num_families = params.index.shape[0]
+  return jax.tree.map(lambda x: x[np.arange(num_envs) % num_families], params)
+
+
+def apply_to_model(model: mjx.Model, robot: robots.Robot, params: FamilyParams) -> mjx.Model:
+  """Writes ONE family's draw into the nominal model. Pure; vmapped when `params` is batched.
+
+  Fields changed (and nothing else):
+    geom_friction[floor and feet, 0]   ground friction (a contact takes the larger geom friction)
+    body_mass[trunk], body_ipos[trunk] payload as a point mass at `payload_com`
+    dof_damping[actuated dofs]         nominal kd + joint friction
+    actuator_gainprm[:, 0], actuator_biasprm[:, 1:3]  PD gains times motor strength
+    opt.gravity                        tilted for a slope
+  """
+  trunk = robot.trunk_body_id
+  ground = np.concatenate([[robot.floor_geom_id], robot.foot_geom_ids])
+  mass = model.body_mass[trunk]
+  new_mass = mass + params.payload_mass
+  com = (mass * model.body_ipos[trunk] + params.payload_mass * params.payload_com) / new_mass
+  dofs = np.asarray(robot.qvel_joint_adr)
+  return model.replace(
+      geom_friction=model.geom_friction.at[ground, 0].set(params.friction),
+      body_mass=model.body_mass.at[trunk].set(new_mass),
+      body_ipos=model.body_ipos.at[trunk].set(com),
+      dof_damping=model.dof_damping.at[dofs].add(params.joint_friction),
+      actuator_gainprm=model.actuator_gainprm.at[:, 0].multiply(params.motor_strength),
+      actuator_biasprm=model.actuator_biasprm.at[:, 1:3].multiply(params.motor_strength),
+      opt=model.opt.replace(gravity=params.gravity),
+  )

@@ -1,0 +1,150 @@
+"""Tests for mjx_walk.evaluate: episode accounting on constructed steps, per-stratum metrics on
+constructed episodes, and a deterministic jitted pass over a small panel."""
+
+from absl.testing import absltest
+import chex
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk import env as env_lib
+from mjx_walk import evaluate
+from mjx_walk import families
+from mjx_walk import networks
+from mjx_walk import normalizer
+
+R = env_lib.ResetReason
+
+
+def small_config() -> config_lib.TrainConfig:
+  cfg = config_lib.default()
+  cfg.num_envs = 8
+  cfg.families.num_train_families = 4
+  cfg.panel.families_per_stratum = 1
+  cfg.panel.envs_per_family = 2
+  cfg.panel.episode_seconds = 0.2  # 10 control steps
+  cfg.network.actor_hidden_sizes = (16,)
+  cfg.network.critic_hidden_sizes = (16,)
+  return cfg
+
+
+@flax.struct.dataclass
+class _Step:
+  """A constructed batched env step: only the fields `accumulate` reads."""
+
+  reward: jax.Array
+  reset_reason: jax.Array
+  truncated: jax.Array
+  terminated: jax.Array
+  metrics: dict[str, jax.Array]
+
+
+def _step(reward, reason, lin_err, yaw_err):
+  reason = jnp.asarray(reason, jnp.int32)
+  return _Step(
+      reward=jnp.asarray(reward, jnp.float32),
+      reset_reason=reason,
+      truncated=reason == R.TIMEOUT,
+      terminated=(reason != R.NONE) & (reason != R.TIMEOUT),
+      metrics={"tracking/lin_vel_error": jnp.asarray(lin_err, jnp.float32),
+               "tracking/yaw_rate_error": jnp.asarray(yaw_err, jnp.float32)})
+
+
+class AccumulateTest(chex.TestCase):
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_counts_each_episode_once_up_to_its_end(self):
+    # Env 0 falls on step 2; env 1 times out on step 3. Steps after an end are ignored.
+    steps = [
+        _step([1.0, 2.0], [R.NONE, R.NONE], [0.1, 0.3], [0.2, 0.0]),
+        _step([1.0, 2.0], [R.FALL, R.NONE], [0.3, 0.3], [0.4, 0.0]),
+        _step([9.0, 2.0], [R.NONE, R.TIMEOUT], [9.0, 0.3], [9.0, 0.6]),
+    ]
+    stats = evaluate.empty_stats(2)
+    accumulate = self.variant(evaluate.accumulate)
+    for state in steps:
+      stats = accumulate(stats, state)
+    chex.assert_trees_all_equal(stats.alive, jnp.array([False, False]))
+    chex.assert_trees_all_equal(stats.length, jnp.array([2, 3], jnp.int32))
+    chex.assert_trees_all_equal(stats.reason, jnp.array([R.FALL, R.TIMEOUT], jnp.int32))
+    chex.assert_trees_all_close(stats.episode_return, jnp.array([2.0, 6.0]))
+    chex.assert_trees_all_close(stats.lin_vel_error_sum, jnp.array([0.4, 0.9]), atol=1e-6)
+    chex.assert_trees_all_close(stats.yaw_rate_error_sum, jnp.array([0.6, 0.6]), atol=1e-6)
+
+
+class SummarizeTest(absltest.TestCase):
+
+  def test_per_stratum_metrics_on_constructed_episodes(self):
+    cfg = small_config()
+    cfg.panel.strata = ("flat", "push")
+    manifest = families.make_manifest(cfg)
+    # 4 envs: env j is in eval family j % 2, so envs 0, 2 are `flat` and envs 1, 3 are `push`.
+    stats = evaluate.EpisodeStats(
+        alive=np.zeros(4, bool),
+        length=np.array([10, 4, 10, 10], np.int32),
+        reason=np.array([R.TIMEOUT, R.FALL, R.TIMEOUT, R.TIMEOUT], np.int32),
+        episode_return=np.array([5.0, -1.0, 3.0, 4.0]),
+        # Mean errors per env: 0.1, 0.5, 0.3, 0.2 m/s and 0.1, 0.1, 0.1, 0.4 rad/s.
+        lin_vel_error_sum=np.array([1.0, 2.0, 3.0, 2.0]),
+        yaw_rate_error_sum=np.array([1.0, 0.4, 1.0, 4.0]),
+    )
+    result = evaluate.summarize(stats, manifest, cfg)
+    self.assertEqual(result["panel_hash"], manifest.panel_hash)
+    flat, push = result["strata"]["flat"], result["strata"]["push"]
+    # flat: both survive; env 2's lin error 0.3 >= 0.25 fails tracking -> 1 of 2 succeed.
+    self.assertEqual(flat["num_envs"], 2)
+    self.assertAlmostEqual(flat["success_rate"], 0.5)
+    self.assertAlmostEqual(flat["fall_rate"], 0.0)
+    self.assertAlmostEqual(flat["episode_length"], 10.0)
+    self.assertAlmostEqual(flat["lin_vel_error"], 0.2)
+    self.assertAlmostEqual(flat["yaw_rate_error"], 0.1)
+    self.assertAlmostEqual(flat["return"], 4.0)
+    self.assertEqual(flat["reset"], {"fall": 0, "timeout": 2, "joint_limit": 0,
+                                     "body_contact": 0, "nonfinite": 0})
+    # push: env 1 fell; env 3 survived but its yaw error 0.4 >= 0.3 fails -> no success.
+    self.assertAlmostEqual(push["success_rate"], 0.0)
+    self.assertAlmostEqual(push["fall_rate"], 0.5)
+    self.assertAlmostEqual(push["episode_length"], 7.0)
+    self.assertAlmostEqual(push["lin_vel_error"], 0.35)
+    self.assertAlmostEqual(push["yaw_rate_error"], 0.25)
+    self.assertAlmostEqual(push["return"], 1.5)
+    self.assertEqual(push["reset"]["fall"], 1)
+    self.assertEqual(push["reset"]["timeout"], 1)
+
+
+class EvaluatorTest(absltest.TestCase):
+
+  def test_deterministic_one_pass_over_the_panel(self):
+    cfg = small_config()
+    manifest = families.make_manifest(cfg)
+    nets = networks.make_actor_critic(action_size=12, actor_hidden_sizes=(16,),
+                                      critic_hidden_sizes=(16,), activation="elu", init_std=0.5)
+    evaluator = evaluate.make_evaluator(cfg, manifest, nets)
+    spec = evaluator.env.observation_spec()
+    params = nets.init(jax.random.key(1), spec["policy"].shape[-1], spec["critic"].shape[-1])
+    norm = normalizer.init(spec)
+
+    # The panel's env: noise-free observations and the panel's episode length.
+    self.assertEqual(evaluator.env.env_config.obs_noise_scale, 0.0)
+    self.assertEqual(evaluator.env.episode_steps, 10)
+    stats = jax.device_get(evaluator.run(params, norm))
+    again = jax.device_get(evaluator.run(params, norm))
+    chex.assert_trees_all_equal(stats, again)
+    chex.assert_shape(stats.length, (cfg.panel.num_envs,))
+    # Every episode ended, within the panel's length, for a reason.
+    self.assertFalse(stats.alive.any())
+    self.assertTrue(np.all((stats.length >= 1) & (stats.length <= 10)))
+    self.assertTrue(np.all(stats.reason != R.NONE))
+
+    result = evaluator(params, norm)
+    self.assertEqual(sorted(result["strata"]), sorted(cfg.panel.strata))
+    for metrics in result["strata"].values():
+      self.assertEqual(metrics["num_envs"], cfg.panel.envs_per_family)
+      self.assertEqual(sum(metrics["reset"].values()), cfg.panel.envs_per_family)
+      self.assertBetween(metrics["success_rate"], 0.0, 1.0)
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -1,0 +1,252 @@
+"""Tests for mjx_walk.ledger: recipe arithmetic, update records, the JSONL file, tables and CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import types
+
+from absl import app
+import numpy as np
+import pytest
+
+from mjx_walk import config as config_lib
+from mjx_walk import ledger
+
+RECIPE_KEYS = (
+    "kind", "num_envs", "unroll_length", "num_minibatches", "num_epochs", "control_hz",
+    "updates_per_chunk", "samples_per_update", "seconds_per_env_per_update",
+    "aggregate_robot_seconds_per_update", "minibatch_size", "sample_reuse", "num_train_families",
+    "envs_per_family", "num_eval_families", "num_eval_envs", "strata", "device_kind",
+    "device_count", "platform", "packages", "git_commit", "git_dirty", "manifest_hash",
+    "panel_hash", "seed", "time",
+)
+
+
+def stand_in_manifest(panel_hash: str = "def") -> types.SimpleNamespace:
+  return types.SimpleNamespace(hash="abc", panel_hash=panel_hash,
+                               train_families=(None,) * 128, eval_families=(None,) * 40)
+
+
+def big_config() -> config_lib.TrainConfig:
+  cfg = config_lib.default()
+  cfg.num_envs = 4096  # divisible by the 128 training families
+  cfg.unroll_length = 24
+  cfg.env.control_hz = 50.0
+  cfg.ppo.num_minibatches = 4
+  cfg.ppo.num_epochs = 5
+  return cfg
+
+
+def stratum(success, fall, timeout, falls):
+  return {"num_envs": 32, "success_rate": success, "fall_rate": fall, "episode_length": 480.25,
+          "lin_vel_error": 0.1234, "yaw_rate_error": 0.25, "return": 12.5,
+          "reset": {"fall": falls, "timeout": timeout, "joint_limit": 0, "body_contact": 0,
+                    "nonfinite": 0}}
+
+
+def eval_result(panel_hash: str = "def", success: float = 0.875) -> dict:
+  return {"panel_hash": panel_hash,
+          "strata": {"flat": stratum(success, 0.09375, 28, 3), "slope": stratum(0.5, 0.25, 20, 8)}}
+
+
+def two_update_metrics() -> dict[str, np.ndarray]:
+  # Update 1: two episodes ended (returns summing to 10, lengths to 100), one fell, one timed out.
+  # Update 2: no episode ended, so its return is undefined and its reset shares are 0.
+  return {
+      "episode/count": np.array([2.0, 0.0]),
+      "episode/return_sum": np.array([10.0, 0.0]),
+      "episode/length_sum": np.array([100.0, 0.0]),
+      "reset/fall": np.array([1.0, 0.0]),
+      "reset/timeout": np.array([1.0, 0.0]),
+      "reward/total": np.array([0.1, 0.2]),
+      "reward/tracking_lin_vel": np.array([0.3, 0.4]),
+      "loss/approx_kl": np.array([0.01, 0.02]),
+  }
+
+
+def write_run(run_dir: pathlib.Path, panel_hash: str = "def", success: float = 0.875,
+              with_eval: bool = True) -> None:
+  run_dir.mkdir(parents=True)
+  cfg = big_config()
+  with ledger.Ledger(run_dir / ledger.FILENAME) as book:
+    book.write(ledger.recipe(cfg, stand_in_manifest(panel_hash)))
+    for record in ledger.update_records(two_update_metrics(), first_update=0,
+                                        batch_size=cfg.batch_size, sps=12345.0,
+                                        wall_seconds=8.0, device_memory=None):
+      book.write(record)
+    if with_eval:
+      book.write(ledger.eval_record(eval_result(panel_hash, success), update=2,
+                                    env_steps=2 * cfg.batch_size, wall_seconds=9.5))
+
+
+def test_recipe_figures_for_4096_envs_24_steps_50_hz():
+  r = ledger.recipe(big_config(), stand_in_manifest())
+  assert r["kind"] == "recipe"
+  assert r["samples_per_update"] == 98304  # 4096 * 24
+  assert r["seconds_per_env_per_update"] == pytest.approx(0.48)  # 24 / 50 Hz
+  assert r["aggregate_robot_seconds_per_update"] == pytest.approx(1966.08)  # 98304 / 50
+  assert r["minibatch_size"] == 24576  # 98304 / 4
+  assert r["sample_reuse"] == 5
+  assert (r["num_train_families"], r["envs_per_family"]) == (128, 32)
+  assert (r["num_eval_families"], r["num_eval_envs"]) == (40, 5 * 8 * 4)
+  assert r["strata"] == ["flat", "slope", "push", "payload", "friction"]
+  assert (r["manifest_hash"], r["panel_hash"], r["seed"]) == ("abc", "def", 0)
+  assert r["platform"] == "cpu" and r["device_count"] >= 1
+  assert r["packages"]["numpy"] == np.__version__
+  assert r["git_dirty"] in (True, False, None)
+
+
+def test_recipe_has_every_key():
+  r = ledger.recipe(big_config(), stand_in_manifest())
+  assert set(RECIPE_KEYS) <= set(r), set(RECIPE_KEYS) - set(r)
+  assert set(r["packages"]) == set(ledger.PACKAGES)
+  json.dumps(r, allow_nan=False)  # plain JSON as it stands
+
+
+def test_update_records_one_per_update():
+  records = ledger.update_records(two_update_metrics(), first_update=10, batch_size=96,
+                                  sps=500.0, wall_seconds=3.0, device_memory=1024)
+  assert len(records) == 2
+  first, second = records
+  assert [r["kind"] for r in records] == ["update", "update"]
+  assert (first["update"], first["env_steps"]) == (11, 11 * 96)
+  assert (second["update"], second["env_steps"]) == (12, 12 * 96)
+  assert first["perf/sps"] == 500.0 and first["perf/wall_seconds"] == 3.0
+  assert first["device/memory_bytes"] == 1024
+  # summarize semantics, per update: return = return_sum / count, shares = reason / ends.
+  assert first["episode/count"] == 2.0
+  assert first["episode/return"] == pytest.approx(5.0)
+  assert first["episode/length"] == pytest.approx(50.0)
+  assert first["reset/fall"] == pytest.approx(0.5)
+  assert first["reset/timeout"] == pytest.approx(0.5)
+  assert first["reward/total"] == pytest.approx(0.1)
+  assert first["reward/tracking_lin_vel"] == pytest.approx(0.3)
+  assert first["loss/approx_kl"] == pytest.approx(0.01)
+  assert second["episode/count"] == 0.0 and math.isnan(second["episode/return"])
+  assert second["reset/fall"] == 0.0
+  assert second["reward/total"] == pytest.approx(0.2)
+  assert second["loss/approx_kl"] == pytest.approx(0.02)
+  assert not any(key.endswith("_sum") for key in first)
+
+
+def test_ledger_round_trip(tmp_path):
+  path = tmp_path / ledger.FILENAME
+  r = ledger.recipe(big_config(), stand_in_manifest())
+  update = {"kind": "update", "update": 1, "env_steps": 96, "episode/return": 2.5,
+            "perf/sps": np.float32(100.0)}
+  evaluation = ledger.eval_record(eval_result(), update=1, env_steps=96, wall_seconds=1.5)
+  with ledger.Ledger(path) as book:
+    for record in (r, update, evaluation):
+      book.write(record)
+  assert ledger.read(path) == [r, {**update, "perf/sps": 100.0}, evaluation]
+  assert ledger.read_run(tmp_path)[2]["strata"]["flat"]["reset"]["timeout"] == 28
+  assert evaluation["wall_seconds"] == 1.5 and evaluation["panel_hash"] == "def"
+
+
+def test_nan_and_inf_are_written_as_null(tmp_path):
+  path = tmp_path / ledger.FILENAME
+  with ledger.Ledger(path) as book:
+    book.write({"kind": "update", "episode/return": float("nan"),
+                "nested": {"x": [1.0, float("inf")], "y": np.float32("nan")}})
+  assert "NaN" not in path.read_text() and "Infinity" not in path.read_text()
+  assert ledger.read(path) == [
+      {"kind": "update", "episode/return": None, "nested": {"x": [1.0, None], "y": None}}]
+
+
+def test_write_refuses_a_bad_kind(tmp_path):
+  with ledger.Ledger(tmp_path / ledger.FILENAME) as book:
+    with pytest.raises(ValueError, match="'metrics'.*recipe, update, eval"):
+      book.write({"kind": "metrics"})
+    with pytest.raises(ValueError, match="None"):
+      book.write({"update": 1})
+  assert (tmp_path / ledger.FILENAME).read_text() == ""
+
+
+def test_read_errors_name_the_path_and_line(tmp_path):
+  path = tmp_path / ledger.FILENAME
+  path.write_text('{"kind": "recipe"}\n{"kind": "update", "update": \n')
+  with pytest.raises(ValueError, match=r"ledger\.jsonl:2: malformed"):
+    ledger.read(path)
+  with pytest.raises(FileNotFoundError, match="nowhere"):
+    ledger.read(tmp_path / "nowhere.jsonl")
+  with pytest.raises(FileNotFoundError, match="no run folder"):
+    ledger.read_run(tmp_path / "missing_run")
+
+
+def test_format_eval_table():
+  record = ledger.eval_record(eval_result(), update=2, env_steps=196608, wall_seconds=9.5)
+  record["strata"]["slope"]["return"] = None  # a NaN that went through the file
+  table = ledger.format_eval_table(record)
+  lines = table.splitlines()
+  assert "196,608 env steps" in lines[0]
+  flat = next(line for line in lines if line.startswith("flat"))
+  slope = next(line for line in lines if line.startswith("slope"))
+  for text in ("32", "87.5%", "9.4%", "480.2", "0.123", "0.250", "12.50", "timeout=28 fall=3"):
+    assert text in flat, (text, flat)
+  assert "50.0%" in slope and "timeout=20 fall=8" in slope and " - " in slope
+  assert len({len(line) for line in lines[1:]}) <= 2  # fixed width (resets column aside)
+
+
+def test_format_recipe():
+  text = ledger.format_recipe(ledger.recipe(big_config(), stand_in_manifest()))
+  for piece in ("4096 envs x 24 steps = 98,304", "0.48 s", "1,966.1 robot-seconds",
+                "128 train (32 envs each)", "40 eval", "manifest   abc  panel def"):
+    assert piece in text, piece
+
+
+def test_format_comparison():
+  a = ledger.eval_record(eval_result(success=0.5), update=2, env_steps=1, wall_seconds=1.0)
+  b = ledger.eval_record(eval_result(success=0.875), update=4, env_steps=2, wall_seconds=2.0)
+  text = ledger.format_comparison(a, b, ("runs/a", "runs/b"))
+  flat = next(line for line in text.splitlines() if line.startswith("flat"))
+  assert "runs/a" in text and "runs/b" in text
+  assert "50.0%" in flat and "87.5%" in flat and "+37.5%" in flat
+
+
+def test_cli_shows_one_run(tmp_path, capsys):
+  write_run(tmp_path / "a")
+  ledger.main(["prog", str(tmp_path / "a")])
+  out = capsys.readouterr().out
+  assert "98,304 samples/update" in out
+  assert "last update 2: 196,608 env steps, return -, sps 12,345" in out
+  assert "flat" in out and "slope" in out and "timeout=28 fall=3" in out
+
+
+def test_cli_without_evaluation(tmp_path, capsys):
+  write_run(tmp_path / "a", with_eval=False)
+  ledger.main(["prog", str(tmp_path / "a")])
+  assert "no evaluation yet" in capsys.readouterr().out
+
+
+def test_cli_compares_runs_on_the_same_panel(tmp_path, capsys):
+  write_run(tmp_path / "a", success=0.5)
+  write_run(tmp_path / "b", success=0.875)
+  ledger.main(["prog", str(tmp_path / "a"), str(tmp_path / "b")])
+  out = capsys.readouterr().out
+  assert str(tmp_path / "a") in out and str(tmp_path / "b") in out
+  assert "+37.5%" in out
+
+
+def test_cli_refuses_runs_on_different_panels(tmp_path, capsys):
+  # The documented refusal: the reason on stderr and SystemExit with status 1.
+  write_run(tmp_path / "a", panel_hash="panel111")
+  write_run(tmp_path / "b", panel_hash="panel222")
+  with pytest.raises(SystemExit) as exit_info:
+    ledger.main(["prog", str(tmp_path / "a"), str(tmp_path / "b")])
+  assert exit_info.value.code == 1
+  captured = capsys.readouterr()
+  assert "panel111" in captured.err and "panel222" in captured.err
+  assert "same panel" in captured.err and captured.out == ""
+
+
+def test_cli_errors(tmp_path, capsys):
+  with pytest.raises(app.UsageError):
+    ledger.main(["prog"])
+  with pytest.raises(app.UsageError):
+    ledger.main(["prog", "a", "b", "c"])
+  with pytest.raises(SystemExit) as exit_info:
+    ledger.main(["prog", str(tmp_path / "missing")])
+  assert exit_info.value.code == 1
+  assert str(tmp_path / "missing") in capsys.readouterr().err
