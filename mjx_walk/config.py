@@ -103,7 +103,8 @@ class FamilyConfig:
   joint_friction: tuple[float, float] = _range_field(0.05, 0.3)
   """Viscous joint friction added to the PD damping kd, N·m·s/rad."""
   motor_strength: tuple[float, float] = _range_field(0.9, 1.1)
-  """Scale of every actuator's PD gains (kp and its bias)."""
+  """Scale of every actuator's position gain kp (its gain and bias terms). The PD damping kd is
+  the MJCF joint damping and is not scaled; the torque limits are not scaled either."""
   action_delay_steps: tuple[int, int] = _range_field(0, 1)
   """Actuator delay, whole control steps, inclusive."""
   push_force: tuple[float, float] = _range_field(0.0, 50.0)
@@ -120,10 +121,12 @@ class PanelConfig:
 
   Its families are drawn from `seed`, not from the run seed, so runs with different seeds are
   judged on the same panel and can be compared. Conditions not named by a stratum are nominal:
-  the midpoint of the training range, no delay, no pushes, level ground.
+  `nominal_friction`, `nominal_joint_friction`, no payload, full motor strength, no delay, no
+  pushes, level ground.
   """
 
   seed: int = 2026
+  """Seed of the panel's family seeds; the whole panel is a function of this section alone."""
   strata: tuple[str, ...] = STRATA
   families_per_stratum: int = 8
   envs_per_family: int = 4
@@ -131,6 +134,15 @@ class PanelConfig:
   """Length of every evaluation episode; reaching it is success if tracking is good enough."""
   every_chunks: int = 25
   """Evaluate every this many training chunks (0: only at the end of the run)."""
+  command_vx: tuple[float, float] = _range_field(-1.0, 1.0)
+  """Forward velocity commands of the panel's schedules, m/s."""
+  command_vy: tuple[float, float] = _range_field(-0.5, 0.5)
+  command_yaw_rate: tuple[float, float] = _range_field(-0.5, 0.5)
+  command_resample_seconds: tuple[float, float] = _range_field(5.0, 10.0)
+  nominal_friction: float = 0.8
+  """Ground friction wherever a stratum does not set it (the training range's midpoint)."""
+  nominal_joint_friction: float = 0.175
+  """Joint friction of every panel family, N·m·s/rad (the training range's midpoint)."""
   slope_degrees: float = 15.0
   """`slope`: gravity tilted by this angle in a random direction (an inclined plane)."""
   push_force: float = 100.0
@@ -230,6 +242,19 @@ class PPOConfig:
 
 
 @dataclasses.dataclass
+class CheckpointConfig:
+  """When a run saves itself (see `mjx_walk.checkpoint`)."""
+
+  every_chunks: int = 10
+  """Save every this many chunks; the run also saves at its end and when stopped."""
+  max_to_keep: int = 3
+  """The newest checkpoints kept; older ones are deleted, except the best one."""
+  keep_best: bool = True
+  """Also keep the checkpoint with the best held-out score (mean success rate over the strata;
+  fall rate breaks ties). Until an evaluation has been saved, the best is the latest."""
+
+
+@dataclasses.dataclass
 class TrainConfig:
   """A whole run. The top level of `--config`."""
 
@@ -246,6 +271,7 @@ class TrainConfig:
   env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
   families: FamilyConfig = dataclasses.field(default_factory=FamilyConfig)
   panel: PanelConfig = dataclasses.field(default_factory=PanelConfig)
+  checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
   reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
   network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
   ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
@@ -272,6 +298,38 @@ class TrainConfig:
 
   def to_json(self) -> str:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+RESUMABLE_FIELDS = (
+    "total_env_steps",
+    "panel.every_chunks",
+    "checkpoint.every_chunks",
+    "checkpoint.max_to_keep",
+    "checkpoint.keep_best",
+)
+"""Fields a resumed run may change: how long it runs and how often it evaluates and saves. Every
+other field changes what is computed, so a resume that changes it is refused."""
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+  flat = {}
+  for key, value in values.items():
+    if isinstance(value, dict):
+      flat.update(_flatten(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = tuple(value) if isinstance(value, list) else value
+  return flat
+
+
+def computation_changes(old: TrainConfig, new: TrainConfig) -> list[tuple[str, Any, Any]]:
+  """Fields whose change would make a resumed run compute something else.
+
+  Returns:
+    (dotted field, old value, new value) for every differing field not in `RESUMABLE_FIELDS`.
+  """
+  before, after = _flatten(old.to_dict()), _flatten(new.to_dict())
+  return [(key, before.get(key), after.get(key)) for key in sorted(set(before) | set(after))
+          if before.get(key) != after.get(key) and key not in RESUMABLE_FIELDS]
 
 
 def _fail(where: str, value: Any, accepted: str) -> None:
@@ -306,6 +364,9 @@ def validate(config: TrainConfig) -> TrainConfig:
     ValueError: naming the first bad field, its value, and what would be accepted.
   """
   env, ppo, net, reward = config.env, config.ppo, config.network, config.reward
+  for name, value in (("seed", config.seed), ("panel.seed", config.panel.seed)):
+    if not isinstance(value, int) or value < 0:
+      _fail(name, value, "it must be a non-negative integer")
   for name in ("num_envs", "unroll_length", "updates_per_chunk", "total_env_steps"):
     value = getattr(config, name)
     if not isinstance(value, int) or value <= 0:
@@ -338,6 +399,10 @@ def validate(config: TrainConfig) -> TrainConfig:
 
   _validate_families(config)
   _validate_panel(config)
+  for name in ("every_chunks", "max_to_keep"):
+    value = getattr(config.checkpoint, name)
+    if not isinstance(value, int) or value <= 0:
+      _fail(f"checkpoint.{name}", value, "it must be a positive integer")
 
   _check_positive("reward.tracking_sigma", reward.tracking_sigma)
   if reward.air_time_target < 0:
@@ -421,6 +486,15 @@ def _validate_panel(config: TrainConfig) -> None:
     _fail("panel.slope_degrees", panel.slope_degrees, "it must be in [0, 90)")
   if not isinstance(panel.pushes_per_episode, int) or panel.pushes_per_episode <= 0:
     _fail("panel.pushes_per_episode", panel.pushes_per_episode, "it must be a positive integer")
+  for name in ("command_vx", "command_vy", "command_yaw_rate"):
+    _check_range(f"panel.{name}", getattr(panel, name))
+  _check_range("panel.command_resample_seconds", panel.command_resample_seconds)
+  if panel.command_resample_seconds[0] <= 0:
+    _fail("panel.command_resample_seconds", panel.command_resample_seconds,
+          "both ends must be > 0")
+  _check_positive("panel.nominal_friction", panel.nominal_friction)
+  if panel.nominal_joint_friction < 0:
+    _fail("panel.nominal_joint_friction", panel.nominal_joint_friction, "it must be >= 0")
   _check_range("panel.payload_mass", panel.payload_mass)
   _check_range("panel.friction", panel.friction, nonnegative=True)
   # A held-out stratum inside the training range would not be held out.
@@ -463,6 +537,7 @@ def from_dict(values: dict[str, Any]) -> TrainConfig:
       "env": EnvConfig,
       "families": FamilyConfig,
       "panel": PanelConfig,
+      "checkpoint": CheckpointConfig,
       "reward": RewardConfig,
       "network": NetworkConfig,
       "ppo": PPOConfig,

@@ -268,7 +268,7 @@ class LocomotionEnv:
     quat = data.qpos[3:7]
     lin_vel = _rotate_inverse(quat, data.qvel[0:3])  # [3] free-joint linear vel is world frame
     ang_vel = data.qvel[3:6]  # [3] free-joint angular vel is already in the body frame
-    down = family.gravity / jnp.linalg.norm(family.gravity)  # [3]
+    down = family.gravity / jnp.maximum(jnp.linalg.norm(family.gravity), 1e-6)  # [3]
     gravity = _rotate_inverse(quat, down)  # [3]
     return lin_vel, ang_vel, gravity
 

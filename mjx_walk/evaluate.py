@@ -184,3 +184,92 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
                   for code in env_lib.ResetReason if code != env_lib.ResetReason.NONE},
     }
   return {"panel_hash": manifest.panel_hash, "strata": result}
+
+
+# THE COMMAND LINE
+#
+#   python -m mjx_walk.evaluate --run_dir=runs/<run> [--step=N] [--panel=heldout]
+#                               [--compare=runs/<other>]
+#
+# Evaluates a saved checkpoint on the run's own held-out panel (from the checkpoint's manifest),
+# writes eval/<step>.json into the run folder and prints the per-stratum table. --compare also
+# evaluates another run's newest checkpoint on the SAME panel, by the same code, and prints both.
+# The entry point's flags and its imports of the checkpoint-side modules live below, so that the
+# library above keeps importing only downward.
+
+PANELS = ("heldout",)
+
+
+def _define_flags() -> dict[str, Any]:
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  return {
+      "run_dir": flags.DEFINE_string("run_dir", None, "Run folder to evaluate.", required=True),
+      "step": flags.DEFINE_integer("step", None, "Checkpoint step; default the newest intact."),
+      "panel": flags.DEFINE_string("panel", "heldout", f"Panel to evaluate on: {PANELS}."),
+      "compare": flags.DEFINE_string(
+          "compare", None, "Another run folder whose newest policy is evaluated on this panel."),
+  }
+
+
+def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = None
+                        ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+  """Evaluates a run's checkpoint (and optionally another run's policy) on the run's panel.
+
+  Returns:
+    (the run's eval record, the other run's eval record or None). The first is also written to
+    <run_dir>/eval/<step>.json.
+  """
+  import json  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+  from mjx_walk import ledger  # pylint: disable=g-import-not-at-top
+  from mjx_walk import policy as policy_lib  # pylint: disable=g-import-not-at-top
+
+  mine = policy_lib.load(run_dir, step)
+  config, manifest = mine.config, mine.manifest
+
+  def run_panel(pol: policy_lib.Policy) -> dict[str, Any]:
+    if pol.observation_spec.shape != mine.observation_spec.shape:
+      raise ValueError(
+          f"{pol.run_dir} observes {pol.observation_spec.shape}, but the panel's env gives "
+          f"{mine.observation_spec.shape}; the policies cannot be compared on one panel")
+    evaluator = make_evaluator(config, manifest, pol.networks)
+    params = networks.ActorCriticParams(actor=pol.actor, critic=None)
+    result = evaluator(params, pol.normalizer)
+    return ledger.eval_record(result, update=pol.step,
+                              env_steps=pol.step * pol.config.batch_size, wall_seconds=None)
+
+  record = run_panel(mine)
+  out = pathlib.Path(mine.run_dir) / "eval"
+  out.mkdir(exist_ok=True)
+  (out / f"{mine.step}.json").write_text(json.dumps(record, indent=1))
+  other = run_panel(policy_lib.load(compare)) if compare else None
+  return record, other
+
+
+def main(argv: list[str]) -> None:
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from mjx_walk import checkpoint  # pylint: disable=g-import-not-at-top
+  from mjx_walk import ledger  # pylint: disable=g-import-not-at-top
+
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if _FLAGS["panel"].value not in PANELS:
+    raise app.UsageError(
+        f"--panel={_FLAGS['panel'].value!r} is unknown; the panels are {', '.join(PANELS)} (the "
+        "run's held-out families from its manifest)")
+  try:
+    record, other = evaluate_checkpoint(_FLAGS["run_dir"].value, _FLAGS["step"].value,
+                                        _FLAGS["compare"].value)
+  except (checkpoint.CheckpointError, ValueError) as error:
+    raise app.UsageError(str(error)) from None
+  print(ledger.format_eval_table(record))
+  print(f"written to {_FLAGS['run_dir'].value}/eval/{record['update']}.json")
+  if other is not None:
+    print(ledger.format_comparison(record, other,
+                                   (_FLAGS["run_dir"].value, _FLAGS["compare"].value)))
+
+
+if __name__ == "__main__":
+  from absl import app as _app  # pylint: disable=g-import-not-at-top
+  _FLAGS = _define_flags()
+  _app.run(main)

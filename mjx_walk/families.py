@@ -78,7 +78,7 @@ class Family:
   joint_friction: float
   """N·m·s/rad added to every actuated joint's damping."""
   motor_strength: float
-  """Scale of the actuators' PD gains."""
+  """Scale of the actuators' position gain kp."""
   action_delay: int
   """Control steps between the policy's action and the actuators."""
   push_times: tuple[float, ...]
@@ -147,53 +147,49 @@ def _uniform(rng: np.random.Generator, bounds: Sequence[float]) -> float:
   return float(rng.uniform(bounds[0], bounds[1]))
 
 
-def _command_schedule(rng: np.random.Generator, fam_cfg: config_lib.FamilyConfig,
-                      episode_seconds: float) -> tuple[tuple[float, ...], tuple[tuple[float, ...], ...]]:
-  """Resample times and commands covering one episode; the length is fixed by the config."""
-  slots = math.ceil(episode_seconds / fam_cfg.command_resample_seconds[0])
+def _command_schedule(rng: np.random.Generator, ranges: Any, episode_seconds: float
+                      ) -> tuple[tuple[float, ...], tuple[tuple[float, float, float], ...]]:
+  """Start times and commands covering one episode; the number of entries is fixed by the
+  shortest resample interval, so every family of a panel has the same shape."""
+  slots = math.ceil(episode_seconds / ranges.command_resample_seconds[0])
   times, commands, t = [], [], 0.0
   for _ in range(slots):
     times.append(t)
-    commands.append((_uniform(rng, fam_cfg.command_vx), _uniform(rng, fam_cfg.command_vy),
-                     _uniform(rng, fam_cfg.command_yaw_rate)))
-    t += _uniform(rng, fam_cfg.command_resample_seconds)
+    commands.append((_uniform(rng, ranges.command_vx), _uniform(rng, ranges.command_vy),
+                     _uniform(rng, ranges.command_yaw_rate)))
+    t += _uniform(rng, ranges.command_resample_seconds)
   return tuple(times), tuple(commands)
 
 
 def _pushes(rng: np.random.Generator, count: int, magnitude: Sequence[float],
-            episode_seconds: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
-  times = tuple(sorted(float(t) for t in rng.uniform(
-      0.1 * episode_seconds, 0.9 * episode_seconds, count)))
-  directions = tuple(float(a) for a in rng.uniform(-math.pi, math.pi, count))
-  magnitudes = tuple(float(m) for m in rng.uniform(magnitude[0], magnitude[1], count))
-  return times, directions, magnitudes
+            episode_seconds: float) -> dict[str, tuple[float, ...]]:
+  times = rng.uniform(0.1 * episode_seconds, 0.9 * episode_seconds, count)
+  return dict(
+      push_times=tuple(sorted(float(t) for t in times)),
+      push_directions=tuple(float(a) for a in rng.uniform(-math.pi, math.pi, count)),
+      push_magnitudes=tuple(float(m) for m in rng.uniform(magnitude[0], magnitude[1], count)),
+  )
 
 
-def _midpoint(bounds: Sequence[float]) -> float:
-  return 0.5 * (float(bounds[0]) + float(bounds[1]))
+def _spawn(rng: np.random.Generator, fam_cfg: config_lib.FamilyConfig) -> dict[str, Any]:
+  return dict(
+      spawn_yaw=_uniform(rng, fam_cfg.spawn_yaw),
+      spawn_offset=tuple(float(x) for x in rng.uniform(
+          -fam_cfg.spawn_offset, fam_cfg.spawn_offset, 2)),
+  )
 
 
-def draw_family(seed: int, config: config_lib.TrainConfig, stratum: str | None) -> Family:
-  """Draws everything a family's seed fixes.
-
-  Args:
-    seed: the family seed.
-    config: the run configuration (training ranges and the evaluation panel).
-    stratum: None for a training family, else the evaluation stratum, which replaces the
-      training ranges by nominal values plus that stratum's held-out condition.
-
-  Returns:
-    The family, a pure function of (seed, config, stratum).
-  """
-  fam_cfg, panel = config.families, config.panel
+def draw_train_family(seed: int, config: config_lib.TrainConfig) -> Family:
+  """Everything a training family's seed fixes, from the `config.families` ranges."""
+  fam_cfg = config.families
   rng = np.random.default_rng(seed)
-  # Every family draws the same sequence of numbers in the same order, whatever its stratum, so
-  # adding a stratum or a field never shifts the other draws of a seed.
-  episode_seconds = config.env.episode_seconds if stratum is None else panel.episode_seconds
-  spawn_yaw = _uniform(rng, fam_cfg.spawn_yaw)
-  spawn_offset = tuple(float(x) for x in rng.uniform(-fam_cfg.spawn_offset, fam_cfg.spawn_offset, 2))
-  command_times, commands = _command_schedule(rng, fam_cfg, episode_seconds)
-  train_draw = dict(
+  spawn = _spawn(rng, fam_cfg)
+  command_times, commands = _command_schedule(rng, fam_cfg, config.env.episode_seconds)
+  return Family(
+      seed=int(seed),
+      stratum=None,
+      command_times=command_times,
+      commands=commands,
       friction=_uniform(rng, fam_cfg.friction),
       payload_mass=_uniform(rng, fam_cfg.payload_mass),
       payload_com=tuple(float(x) for x in rng.uniform(
@@ -202,61 +198,59 @@ def draw_family(seed: int, config: config_lib.TrainConfig, stratum: str | None) 
       motor_strength=_uniform(rng, fam_cfg.motor_strength),
       action_delay=int(rng.integers(fam_cfg.action_delay_steps[0],
                                     fam_cfg.action_delay_steps[1] + 1)),
+      push_seconds=float(fam_cfg.push_seconds),
+      slope_degrees=0.0,
+      slope_direction=0.0,
+      **_pushes(rng, fam_cfg.pushes_per_episode, fam_cfg.push_force, config.env.episode_seconds),
+      **spawn,
   )
-  push_times, push_directions, push_magnitudes = _pushes(
-      rng, fam_cfg.pushes_per_episode, fam_cfg.push_force, episode_seconds)
-  push_seconds = fam_cfg.push_seconds
-  slope_degrees, slope_direction = 0.0, 0.0
+
+
+def draw_eval_family(seed: int, panel: config_lib.PanelConfig, stratum: str) -> Family:
+  """Everything a held-out family's seed fixes: nominal conditions plus its stratum's one.
+
+  A function of the seed and `panel` alone, so training ranges never move the panel. Every
+  family draws the same numbers in the same order whatever its stratum.
+  """
+  if stratum not in config_lib.STRATA:
+    raise ValueError(f"stratum {stratum!r} is unknown; known strata are {config_lib.STRATA}")
+  rng = np.random.default_rng(seed)
+  spawn = _spawn(rng, config_lib.FamilyConfig())
+  command_times, commands = _command_schedule(rng, panel, panel.episode_seconds)
   held_out = dict(
       slope_direction=float(rng.uniform(-math.pi, math.pi)),
       payload_mass=_uniform(rng, panel.payload_mass),
       friction=_uniform(rng, panel.friction),
       pushes=_pushes(rng, panel.pushes_per_episode, (panel.push_force, panel.push_force),
-                     episode_seconds),
+                     panel.episode_seconds),
   )
-
-  if stratum is not None:
-    if stratum not in config_lib.STRATA:
-      raise ValueError(f"stratum {stratum!r} is unknown; known strata are {config_lib.STRATA}")
-    train_draw = dict(
-        friction=_midpoint(fam_cfg.friction),
-        payload_mass=0.0,
-        payload_com=(0.0, 0.0, 0.0),
-        joint_friction=_midpoint(fam_cfg.joint_friction),
-        motor_strength=1.0,
-        action_delay=int(fam_cfg.action_delay_steps[0]),
-    )
-    push_times, push_directions, push_magnitudes = (), (), ()
-    push_seconds = panel.push_seconds
-    if stratum == "slope":
-      slope_degrees, slope_direction = float(panel.slope_degrees), held_out["slope_direction"]
-    elif stratum == "push":
-      push_times, push_directions, push_magnitudes = held_out["pushes"]
-    elif stratum == "payload":
-      train_draw["payload_mass"] = held_out["payload_mass"]
-    elif stratum == "friction":
-      train_draw["friction"] = held_out["friction"]
-    # Every eval family of a panel has the same number of push slots, so they stack.
-    pad = panel.pushes_per_episode - len(push_times)
-    push_times += (0.0,) * pad
-    push_directions += (0.0,) * pad
-    push_magnitudes += (0.0,) * pad
-
+  no_pushes = dict(push_times=(0.0,) * panel.pushes_per_episode,
+                   push_directions=(0.0,) * panel.pushes_per_episode,
+                   push_magnitudes=(0.0,) * panel.pushes_per_episode)
   return Family(
       seed=int(seed),
       stratum=stratum,
-      spawn_yaw=spawn_yaw,
-      spawn_offset=spawn_offset,
       command_times=command_times,
       commands=commands,
-      push_times=push_times,
-      push_directions=push_directions,
-      push_magnitudes=push_magnitudes,
-      push_seconds=float(push_seconds),
-      slope_degrees=slope_degrees,
-      slope_direction=slope_direction,
-      **train_draw,
+      friction=held_out["friction"] if stratum == "friction" else float(panel.nominal_friction),
+      payload_mass=held_out["payload_mass"] if stratum == "payload" else 0.0,
+      payload_com=(0.0, 0.0, 0.0),
+      joint_friction=float(panel.nominal_joint_friction),
+      motor_strength=1.0,
+      action_delay=0,
+      push_seconds=float(panel.push_seconds),
+      slope_degrees=float(panel.slope_degrees) if stratum == "slope" else 0.0,
+      slope_direction=held_out["slope_direction"] if stratum == "slope" else 0.0,
+      **(held_out["pushes"] if stratum == "push" else no_pushes),
+      **spawn,
   )
+
+
+def draw_family(seed: int, config: config_lib.TrainConfig, stratum: str | None) -> Family:
+  """A training family (stratum None) or a held-out family of `stratum`."""
+  if stratum is None:
+    return draw_train_family(seed, config)
+  return draw_eval_family(seed, config.panel, stratum)
 
 
 def _distinct_seeds(seed: int | Sequence[int], space: tuple[int, int], count: int) -> list[int]:
@@ -462,7 +456,7 @@ def apply_to_model(model: mjx.Model, robot: robots.Robot, params: FamilyParams) 
     geom_friction[floor and feet, 0]   ground friction (a contact takes the larger geom friction)
     body_mass[trunk], body_ipos[trunk] payload as a point mass at `payload_com`
     dof_damping[actuated dofs]         nominal kd + joint friction
-    actuator_gainprm[:, 0], actuator_biasprm[:, 1:3]  PD gains times motor strength
+    actuator_gainprm[:, 0], actuator_biasprm[:, 1:3]  kp (and any actuator kv) times motor strength
     opt.gravity                        tilted for a slope
   """
   trunk = robot.trunk_body_id

@@ -20,6 +20,7 @@ import datetime
 import importlib.metadata
 import json
 import math
+import os
 import pathlib
 import subprocess
 import sys
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
   from mjx_walk import families
 
 FILENAME = "ledger.jsonl"
+DROPPED_FILENAME = "ledger.dropped.jsonl"
+"""Records a resume rewound past (written after the checkpoint it resumed from)."""
 KINDS = ("recipe", "update", "eval")
 PACKAGES = ("jax", "jaxlib", "mujoco", "mujoco-mjx", "flax", "optax", "orbax-checkpoint", "chex",
             "numpy")
@@ -229,6 +232,37 @@ def read(path: pathlib.Path | str) -> list[dict[str, Any]]:
       _check_kind(record, f"{path}:{number}")
       records.append(record)
   return records
+
+
+def truncate_after(path: pathlib.Path | str, update: int) -> int:
+  """Rewinds a ledger to a checkpoint: drops records past `update`, and a torn last line.
+
+  A run killed after its last checkpoint has ledger records that the resumed run will write
+  again. They are moved, not deleted, to DROPPED_FILENAME beside the ledger; the ledger itself
+  is replaced atomically.
+
+  Returns:
+    How many lines were moved.
+  """
+  path = pathlib.Path(path)
+  if not path.is_file():
+    return 0
+  kept, dropped = [], []
+  for line in path.read_text().splitlines(keepends=True):
+    try:
+      record = json.loads(line)
+      keep = record.get("kind") == "recipe" or record.get("update", 0) <= update
+    except json.JSONDecodeError:
+      keep = False  # a line torn by a kill
+    if line.strip():
+      (kept if keep else dropped).append(line if line.endswith("\n") else line + "\n")
+  if dropped:
+    with (path.parent / DROPPED_FILENAME).open("a") as file:
+      file.writelines(dropped)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text("".join(kept))
+    os.replace(temporary, path)
+  return len(dropped)
 
 
 def read_run(run_dir: pathlib.Path | str) -> list[dict[str, Any]]:

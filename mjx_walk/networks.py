@@ -280,3 +280,15 @@ def entropy(std: jax.Array) -> jax.Array:
   if jnp.ndim(std) < 1:
     raise ValueError(f"std must have an action dim, got shape {jnp.shape(std)}.")
   return jnp.sum(0.5 + 0.5 * _LOG_2PI + jnp.log(std), axis=-1)  # [...]
+
+
+def from_config(config: Any, action_size: int) -> ActorCritic:
+  """The actor-critic a run's `config.network` describes, for `action_size` actions."""
+  net = config.network
+  return make_actor_critic(
+      action_size=action_size,
+      actor_hidden_sizes=net.actor_hidden_sizes,
+      critic_hidden_sizes=net.critic_hidden_sizes,
+      activation=net.activation,
+      init_std=net.init_std,
+  )

@@ -3,20 +3,27 @@
   python -m mjx_walk.train                                   # embedded CPU default
   python -m mjx_walk.train --config=experiments/go2_flat.py --config.num_envs=1024
   python -m mjx_walk.train --config.total_env_steps=2000000 --run_dir=runs/short
+  python -m mjx_walk.train --resume=runs/short --config.total_env_steps=4000000
 
 This module and the other entry points are the only places that read flags or write files. It
 writes the manifest and prints the recipe before anything compiles. The host loop then runs one
 jitted chunk at a time, moves its metrics off the device, appends one `update` record per update
 to the ledger, prints one progress line per chunk, and every `panel.every_chunks` chunks (and once
-at the end) evaluates the policy on the held-out panel and prints the per-stratum table.
+at the end) evaluates the policy on the held-out panel and prints the per-stratum table. It saves
+a checkpoint every `checkpoint.every_chunks` chunks and at the end. SIGTERM or Ctrl-C finishes the
+current chunk, saves, and exits 0 with the command that resumes the run.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import pathlib
+import signal
+import threading
 import time
+from typing import Any
 
 
 from absl import app
@@ -24,6 +31,7 @@ from absl import flags
 import jax
 from ml_collections import config_flags
 
+from mjx_walk import checkpoint
 from mjx_walk import config as config_lib
 from mjx_walk import evaluate
 from mjx_walk import families
@@ -39,6 +47,11 @@ _CONFIG = config_flags.DEFINE_config_dataclass(
 )
 _RUN_DIR = flags.DEFINE_string(
     "run_dir", None, "Folder the run writes into. Default: runs/<UTC timestamp>.")
+_RESUME = flags.DEFINE_string(
+    "resume", None,
+    "Run folder to continue from its newest intact checkpoint, appending to its ledger. The "
+    "saved config is used; --config.<field> may change only the run length and how often it "
+    "evaluates and saves.")
 
 
 def format_progress(env_steps: int, total: int, sps: float, record: dict[str, float]) -> str:
@@ -70,74 +83,204 @@ def _evaluate(evaluator: evaluate.Evaluator, carry: trainer_lib.Carry,
   return record
 
 
-def run(config: config_lib.TrainConfig, run_dir: pathlib.Path) -> pathlib.Path:
-  """Trains `config` to completion, writing the run folder.
+class _StopRequest:
+  """Turns SIGTERM and Ctrl-C into a request to stop after the current chunk.
+
+  A second Ctrl-C while stopping raises KeyboardInterrupt at once.
+  """
+
+  def __init__(self):
+    self.requested = False
+    self._previous = {}
+
+  def __enter__(self) -> _StopRequest:
+    if threading.current_thread() is threading.main_thread():
+      for sig in (signal.SIGTERM, signal.SIGINT):
+        self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+
+  def _handle(self, signum: int, frame: Any) -> None:
+    del frame
+    if self.requested and signum == signal.SIGINT:
+      raise KeyboardInterrupt
+    self.requested = True
+    print(f"\n{signal.Signals(signum).name}: stopping after this chunk and saving a checkpoint "
+          "(Ctrl-C again to abort without saving).", flush=True)
+
+
+def _start(config: config_lib.TrainConfig, run_dir: pathlib.Path, trainer: trainer_lib.Trainer,
+           resume: bool) -> tuple[trainer_lib.Carry, float]:
+  """The carry to train from, and the wall-clock seconds the run had already used."""
+  if not resume:
+    return trainer.init(jax.random.key(config.seed)), 0.0
+  abstract = jax.eval_shape(trainer.init, jax.random.key(config.seed))
+  restored = checkpoint.restore(run_dir, abstract)
+  if restored.manifest != trainer.manifest:
+    raise checkpoint.CheckpointError(
+        f"the manifest in {restored.path} (hash {restored.manifest.hash}) is not this config's "
+        f"(hash {trainer.manifest.hash}); the run cannot continue on other families")
+  for path in checkpoint.set_aside_newer(run_dir, restored.step):
+    print(f"moved the unreadable checkpoint to {path}")
+  dropped = ledger.truncate_after(run_dir / ledger.FILENAME, restored.step)
+  if dropped:
+    print(f"the ledger had {dropped} records past update {restored.step} (written after the last "
+          f"checkpoint); moved them to {ledger.DROPPED_FILENAME}")
+  print(f"resumed from update {restored.step} ({restored.progress['env_steps']:,} env steps) at "
+        f"{restored.path}", flush=True)
+  return restored.carry, float(restored.progress["wall_seconds"])
+
+
+def run(config: config_lib.TrainConfig, run_dir: pathlib.Path,
+        resume: bool = False) -> pathlib.Path:
+  """Trains `config` to completion, or until SIGTERM / Ctrl-C, writing the run folder.
 
   The folder gets config.json, manifest.json, ledger.jsonl (recipe, one record per update, one
-  per panel evaluation) and eval/<update>.json. Everything that can be refused (config values,
-  leaked seeds) is checked before anything is written or compiled.
+  per panel evaluation), eval/<update>.json and checkpoints/. Everything that can be refused
+  (config values, leaked seeds) is checked before anything is written or compiled.
+
+  Args:
+    config: the run configuration; for a resume, the saved one with any resumable changes.
+    run_dir: the run folder.
+    resume: continue from the newest intact checkpoint in `run_dir`, appending to its ledger.
   """
   config_lib.validate(config)
   manifest = families.make_manifest(config)
   run_dir.mkdir(parents=True, exist_ok=True)
   (run_dir / "config.json").write_text(config.to_json())
-  manifest.write(run_dir / "manifest.json")
+  if not resume:
+    manifest.write(run_dir / "manifest.json")
   recipe = ledger.recipe(config, manifest)
   print(f"run folder: {run_dir}")
   print(ledger.format_recipe(recipe), flush=True)
 
-  run_start = time.perf_counter()
   trainer = trainer_lib.make_trainer(config, manifest=manifest)
   evaluator = evaluate.make_evaluator(config, manifest, trainer.networks)
-  carry = trainer.init(jax.random.key(config.seed))
+  carry, seconds_before = _start(config, run_dir, trainer, resume)
+  run_start = time.perf_counter() - seconds_before
   total = config.num_chunks * config.env_steps_per_chunk
   every = config.panel.every_chunks
+  first_chunk = int(carry.train.update_step) // config.updates_per_chunk
+  saver = checkpoint.Checkpointer(run_dir, config, manifest)
   last_eval = None
-  with ledger.Ledger(run_dir / ledger.FILENAME) as log:
-    log.write(recipe)
-    try:
-      for chunk in range(config.num_chunks):
-        start = time.perf_counter()
-        first_update = int(carry.train.update_step)
-        carry, metrics = trainer.train_chunk(carry)
-        metrics = jax.device_get(metrics)  # waits for the chunk; the only host sync per chunk
-        seconds = time.perf_counter() - start
-        sps = config.env_steps_per_chunk / seconds
-        for record in ledger.update_records(
-            metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
-            wall_seconds=time.perf_counter() - run_start,
-            device_memory=ledger.current_device_memory()):
-          log.write(record)
-        steps = trainer_lib.env_steps(carry.train, config)
-        line = format_progress(steps, total, sps, trainer_lib.summarize(metrics))
-        if chunk == 0:
-          line += f"  (includes compile: {seconds:.0f} s)"
-        print(line, flush=True)
-        if every and (chunk + 1) % every == 0 and chunk + 1 < config.num_chunks:
-          last_eval = _evaluate(evaluator, carry, config, run_dir, run_start, log)
-          print(f"held-out panel at {steps:,} env steps:\n"
-                f"{ledger.format_eval_table(last_eval)}", flush=True)
-    except KeyboardInterrupt:
-      print("interrupted; evaluating the policy as it is. The ledger so far is kept.")
-    last_eval = _evaluate(evaluator, carry, config, run_dir, run_start, log)
-  print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
-        f"steps):\n{ledger.format_eval_table(last_eval)}")
+  with ledger.Ledger(run_dir / ledger.FILENAME) as log, _StopRequest() as stop:
+    log.write(dict(recipe, resumed_from_update=int(carry.train.update_step)) if resume else recipe)
+    for chunk in range(first_chunk, config.num_chunks):
+      start = time.perf_counter()
+      first_update = int(carry.train.update_step)
+      carry, metrics = trainer.train_chunk(carry)
+      metrics = jax.device_get(metrics)  # waits for the chunk; the only host sync per chunk
+      seconds = time.perf_counter() - start
+      sps = config.env_steps_per_chunk / seconds
+      for record in ledger.update_records(
+          metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
+          wall_seconds=time.perf_counter() - run_start,
+          device_memory=ledger.current_device_memory()):
+        log.write(record)
+      steps = trainer_lib.env_steps(carry.train, config)
+      line = format_progress(steps, total, sps, trainer_lib.summarize(metrics))
+      if chunk == first_chunk:
+        line += f"  (includes compile: {seconds:.0f} s)"
+      print(line, flush=True)
+      last = chunk + 1 == config.num_chunks
+      evaluation = None
+      if every and (chunk + 1) % every == 0 and not last and not stop.requested:
+        evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log)
+        print(f"held-out panel at {steps:,} env steps:\n"
+              f"{ledger.format_eval_table(evaluation)}", flush=True)
+      if stop.requested:
+        path = saver.save(carry, wall_seconds=time.perf_counter() - run_start)
+        saver.close()
+        print(f"stopped at update {int(carry.train.update_step)} ({steps:,} env steps); "
+              f"checkpoint {path}.\nresume with: python -m mjx_walk.train --resume={run_dir}")
+        return run_dir
+      if last:
+        evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log)
+        last_eval = evaluation
+      if last or (chunk + 1) % config.checkpoint.every_chunks == 0:
+        saver.save(carry, wall_seconds=time.perf_counter() - run_start, evaluation=evaluation)
+  saver.close()
+  if last_eval is not None:
+    print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
+          f"steps):\n{ledger.format_eval_table(last_eval)}")
   print(f"done. config: {run_dir / 'config.json'}  manifest: {run_dir / 'manifest.json'}  "
-        f"ledger: {run_dir / ledger.FILENAME}  evaluations: {run_dir / 'eval'}")
+        f"ledger: {run_dir / ledger.FILENAME}  evaluations: {run_dir / 'eval'}  "
+        f"checkpoints: {checkpoint.directory(run_dir)}")
   return run_dir
+
+
+def resume_config(run_dir: pathlib.Path, cli_config: config_lib.TrainConfig,
+                  overrides: dict[str, Any], config_file_given: bool) -> config_lib.TrainConfig:
+  """The config a resumed run continues with.
+
+  The run's saved config, with the fields given on this command line applied (all of
+  `cli_config` when a --config file was given). Changing a field that changes the computation is
+  refused.
+
+  Args:
+    run_dir: the run to resume.
+    cli_config: the config this command line built.
+    overrides: {dotted field: value} of each `--config.<field>` given on the command line.
+    config_file_given: whether --config=<file> was given.
+
+  Raises:
+    ValueError: no saved config, or a changed field outside `config.RESUMABLE_FIELDS`, listing
+      each with its old and new value.
+  """
+  saved_path = run_dir / "config.json"
+  if not saved_path.is_file():
+    raise ValueError(f"--resume={run_dir}: no run there ({saved_path} does not exist)")
+  saved = config_lib.from_dict(json.loads(saved_path.read_text()))
+  if config_file_given:
+    wanted = copy.deepcopy(cli_config)
+  else:
+    wanted = copy.deepcopy(saved)
+    for field, value in overrides.items():
+      *parents, name = field.split(".")
+      target = wanted
+      for parent in parents:
+        target = getattr(target, parent)
+      setattr(target, name, value)
+  changes = config_lib.computation_changes(saved, wanted)
+  if changes:
+    listed = "\n".join(f"  {field}: {old!r} -> {new!r}" for field, old, new in changes)
+    raise ValueError(
+        f"--resume={run_dir}: this config changes what the run computes, so it would not be the "
+        f"same run:\n{listed}\nOnly {', '.join(config_lib.RESUMABLE_FIELDS)} may change on a "
+        "resume; start a new run for the others.")
+  return wanted
 
 
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  run_dir = _RUN_DIR.value or str(
-      pathlib.Path("runs") / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S"))
+  if _RESUME.value and _RUN_DIR.value:
+    raise app.UsageError("give --resume=<run folder> or --run_dir, not both")
   try:
-    config_lib.validate(_CONFIG.value)
-    families.make_manifest(_CONFIG.value)  # refuses leaked seeds before anything is written
+    config = _CONFIG.value
+    if _RESUME.value:
+      overrides = {name[len("config."):]: None for name in flags.FLAGS
+                   if name.startswith("config.") and flags.FLAGS[name].present}
+      for field in overrides:
+        value = config
+        for part in field.split("."):
+          value = getattr(value, part)
+        overrides[field] = value
+      config = resume_config(pathlib.Path(_RESUME.value), config, overrides,
+                             flags.FLAGS["config"].present)
+      if not checkpoint.steps(_RESUME.value):
+        raise ValueError(f"--resume={_RESUME.value}: there is no checkpoint in "
+                         f"{checkpoint.directory(_RESUME.value)}")
+    config_lib.validate(config)
+    families.make_manifest(config)  # refuses leaked seeds before anything is written
   except ValueError as error:
     raise app.UsageError(str(error)) from None
-  run(_CONFIG.value, pathlib.Path(run_dir))
+  run_dir = _RESUME.value or _RUN_DIR.value or str(
+      pathlib.Path("runs") / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S"))
+  run(config, pathlib.Path(run_dir), resume=bool(_RESUME.value))
 
 
 if __name__ == "__main__":

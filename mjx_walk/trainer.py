@@ -120,16 +120,10 @@ def make_trainer(
   manifest = manifest or families.make_manifest(config)
   num_families = len(manifest.train_families)
   env_families = families.for_envs(manifest.train_params(), config.num_envs)  # leaves [N, ...]
-  ppo_cfg, net_cfg = config.ppo, config.network
+  ppo_cfg = config.ppo
   num_envs, unroll = config.num_envs, config.unroll_length
   obs_spec = env.observation_spec()
-  nets = networks.make_actor_critic(
-      action_size=env.action_size,
-      actor_hidden_sizes=net_cfg.actor_hidden_sizes,
-      critic_hidden_sizes=net_cfg.critic_hidden_sizes,
-      activation=net_cfg.activation,
-      init_std=net_cfg.init_std,
-  )
+  nets = networks.from_config(config, env.action_size)
   optimizer = ppo.make_optimizer(ppo_cfg.learning_rate, ppo_cfg.max_grad_norm)
   loss_cfg = ppo.LossConfig(
       clip_eps=ppo_cfg.clip_eps,
@@ -294,10 +288,31 @@ def make_trainer(
       optimizer=optimizer,
       init=jax.jit(init),
       collect=collect,
-      # The guard turns an accidental recompile (a shape or dtype drifting between chunks) into
-      # an error instead of a silent minute of compiling per chunk.
-      train_chunk=jax.jit(chex.assert_max_traces(train_chunk, n=1), donate_argnums=0),
+      train_chunk=jax.jit(_traced_once(train_chunk), donate_argnums=0),
   )
+
+
+def _traced_once(fn: Callable) -> Callable:
+  """Turns an accidental recompile of `fn` (a shape or dtype drifting between chunks) into an
+  error instead of a silent minute of compiling per chunk.
+
+  The count belongs to this one function object. (`chex.assert_max_traces` counts by definition
+  site, so a second trainer built from the same call site, as in a sweep or a resumed run in one
+  process, would trip it.)
+  """
+  traces = 0
+
+  @functools.wraps(fn)
+  def guarded(*args):
+    nonlocal traces
+    traces += 1
+    if traces > 1:
+      raise AssertionError(
+          f"{fn.__name__} was traced {traces} times; its input shapes or dtypes changed between "
+          "calls, which would recompile every chunk")
+    return fn(*args)
+
+  return guarded
 
 
 def _families_per_minibatch(samples: jax.Array, num_envs: int, num_families: int) -> jax.Array:

@@ -1,6 +1,16 @@
 """Pytest setup shared by every test module."""
 
+import os
+import tempfile
+
 from absl import flags
+
+# Many tests compile the same small programs (the env step, a tiny trainer chunk, the panel), in
+# several xdist workers and in subprocesses that inherit this environment. JAX's persistent
+# compilation cache turns every repeat into a disk read. Set before any test module imports jax.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      os.path.join(tempfile.gettempdir(), "mjx_walk-test-jax-cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
 
 def pytest_configure(config):

@@ -40,8 +40,8 @@ class ValidateTest(parameterized.TestCase):
       ("zero_epochs", {"ppo__num_epochs": 0}, r"config\.ppo\.num_epochs=0"),
       ("unknown_robot", {"env__robot": "spot"}, r"config\.env\.robot='spot' .*known robots are go2"),
       ("zero_hz", {"env__control_hz": 0.0}, r"config\.env\.control_hz=0\.0 .*> 0"),
-      ("reversed_range", {"env__command_vx": (1.0, -1.0)}, r"config\.env\.command_vx=\(1\.0, -1\.0\) .*low must be <= high"),
-      ("bad_range_shape", {"env__command_vy": (0.5,)}, r"config\.env\.command_vy=\(0\.5,\) .*\(low, high\) pair"),
+      ("reversed_range", {"families__command_vx": (1.0, -1.0)}, r"config\.families\.command_vx=\(1\.0, -1\.0\) .*low must be <= high"),
+      ("bad_range_shape", {"families__command_vy": (0.5,)}, r"config\.families\.command_vy=\(0\.5,\) .*\(low, high\) pair"),
       ("negative_noise", {"env__noise_gyro": -0.1}, r"config\.env\.noise_gyro=-0\.1 .*>= 0"),
       ("empty_hidden", {"network__actor_hidden_sizes": ()}, r"config\.network\.actor_hidden_sizes=\(\) .*positive integers"),
       ("zero_hidden", {"network__critic_hidden_sizes": (64, 0)}, r"critic_hidden_sizes=\(64, 0\)"),
@@ -55,6 +55,123 @@ class ValidateTest(parameterized.TestCase):
   def test_error_names_value_and_accepted(self, changes, pattern):
     with self.assertRaisesRegex(ValueError, pattern):
       config_lib.validate(_with(**changes))
+
+  @parameterized.named_parameters(
+      # The training panel (config.families).
+      ("zero_families", {"families__num_train_families": 0},
+       r"config\.families\.num_train_families=0 .*positive integer"),
+      ("envs_not_divisible_by_families", {"num_envs": 100},
+       r"config\.num_envs=100 .*divisible by families\.num_train_families=128 "
+       r"\(env i belongs to family i % 128\)"),
+      ("wrong_seed_count", {"families__train_family_seeds": (1, 2, 3)},
+       r"config\.families\.train_family_seeds=\(1, 2, 3\) .*exactly num_train_families=128 seeds"),
+      ("negative_seed", {"families__num_train_families": 2, "families__train_family_seeds": (1, -2)},
+       r"config\.families\.train_family_seeds=\(1, -2\) .*non-negative integers"),
+      ("float_seed", {"families__num_train_families": 2, "families__train_family_seeds": (1, 2.5)},
+       r"config\.families\.train_family_seeds=\(1, 2\.5\) .*non-negative integers"),
+      ("duplicate_seeds", {"families__num_train_families": 2, "families__train_family_seeds": (7, 7)},
+       r"config\.families\.train_family_seeds=\(7, 7\) .*distinct"),
+      ("reversed_yaw_rate", {"families__command_yaw_rate": (0.5, -0.5)},
+       r"config\.families\.command_yaw_rate=\(0\.5, -0\.5\) .*low must be <= high"),
+      ("reversed_spawn_yaw", {"families__spawn_yaw": (1.0, 0.0)},
+       r"config\.families\.spawn_yaw=\(1\.0, 0\.0\) .*low must be <= high"),
+      ("negative_friction", {"families__friction": (-0.1, 1.0)},
+       r"config\.families\.friction=\(-0\.1, 1\.0\) .*both ends must be >= 0"),
+      ("zero_friction", {"families__friction": (0.0, 1.0)},
+       r"config\.families\.friction=\(0\.0, 1\.0\) .*both ends must be > 0"),
+      ("negative_joint_friction", {"families__joint_friction": (-0.05, 0.3)},
+       r"config\.families\.joint_friction=\(-0\.05, 0\.3\) .*both ends must be >= 0"),
+      ("negative_push", {"families__push_force": (-5.0, 50.0)},
+       r"config\.families\.push_force=\(-5\.0, 50\.0\) .*both ends must be >= 0"),
+      ("negative_delay", {"families__action_delay_steps": (-1, 1)},
+       r"config\.families\.action_delay_steps=\(-1, 1\) .*both ends must be >= 0"),
+      ("fractional_delay", {"families__action_delay_steps": (0, 1.5)},
+       r"config\.families\.action_delay_steps=\(0, 1\.5\) .*pair of integers"),
+      ("zero_motor_strength", {"families__motor_strength": (0.0, 1.1)},
+       r"config\.families\.motor_strength=\(0\.0, 1\.1\) .*both ends must be > 0"),
+      ("zero_resample", {"families__command_resample_seconds": (0.0, 5.0)},
+       r"config\.families\.command_resample_seconds=\(0\.0, 5\.0\) .*both ends must be > 0"),
+      ("reversed_resample", {"families__command_resample_seconds": (10.0, 5.0)},
+       r"config\.families\.command_resample_seconds=\(10\.0, 5\.0\) .*low must be <= high"),
+      ("reversed_payload", {"families__payload_mass": (3.0, -3.0)},
+       r"config\.families\.payload_mass=\(3\.0, -3\.0\) .*low must be <= high"),
+      ("negative_spawn_offset", {"families__spawn_offset": -0.5},
+       r"config\.families\.spawn_offset=-0\.5 .*>= 0"),
+      ("negative_com_offset", {"families__payload_com_offset": -0.01},
+       r"config\.families\.payload_com_offset=-0\.01 .*>= 0"),
+      ("zero_push_seconds", {"families__push_seconds": 0.0},
+       r"config\.families\.push_seconds=0\.0 .*> 0"),
+      ("negative_pushes", {"families__pushes_per_episode": -1},
+       r"config\.families\.pushes_per_episode=-1 .*integer >= 0"),
+      # The held-out evaluation panel (config.panel).
+      ("unknown_stratum", {"panel__strata": ("flat", "hills")},
+       r"config\.panel\.strata=\('flat', 'hills'\) .*distinct names from flat, slope, push, "
+       r"payload, friction"),
+      ("empty_strata", {"panel__strata": ()}, r"config\.panel\.strata=\(\) .*non-empty"),
+      ("duplicate_strata", {"panel__strata": ("flat", "flat")},
+       r"config\.panel\.strata=\('flat', 'flat'\) .*distinct"),
+      ("zero_families_per_stratum", {"panel__families_per_stratum": 0},
+       r"config\.panel\.families_per_stratum=0 .*positive integer"),
+      ("zero_envs_per_family", {"panel__envs_per_family": 0},
+       r"config\.panel\.envs_per_family=0 .*positive integer"),
+      ("negative_every_chunks", {"panel__every_chunks": -1},
+       r"config\.panel\.every_chunks=-1 .*integer >= 0"),
+      ("zero_panel_episode", {"panel__episode_seconds": 0.0},
+       r"config\.panel\.episode_seconds=0\.0 .*> 0"),
+      ("zero_panel_push", {"panel__push_force": 0.0}, r"config\.panel\.push_force=0\.0 .*> 0"),
+      ("vertical_slope", {"panel__slope_degrees": 90.0},
+       r"config\.panel\.slope_degrees=90\.0 .*\[0, 90\)"),
+      ("negative_slope", {"panel__slope_degrees": -15.0},
+       r"config\.panel\.slope_degrees=-15\.0 .*\[0, 90\)"),
+      ("zero_panel_pushes", {"panel__pushes_per_episode": 0},
+       r"config\.panel\.pushes_per_episode=0 .*positive integer"),
+      ("payload_stratum_inside_training", {"panel__payload_mass": (2.0, 5.0)},
+       r"config\.panel\.payload_mass=\(2\.0, 5\.0\) .*above the training range "
+       r"families\.payload_mass=\(-3\.0, 3\.0\)"),
+      ("payload_stratum_at_training_edge", {"panel__payload_mass": (3.0, 5.0)},
+       r"config\.panel\.payload_mass=\(3\.0, 5\.0\) .*above the training range"),
+      ("friction_stratum_inside_training", {"panel__friction": (0.3, 0.5)},
+       r"config\.panel\.friction=\(0\.3, 0\.5\) .*below the training range "
+       r"families\.friction=\(0\.4, 1\.2\)"),
+      ("friction_stratum_zero", {"panel__friction": (0.0, 0.3)},
+       r"config\.panel\.friction=\(0\.0, 0\.3\) .*must be > 0"),
+      ("friction_stratum_negative", {"panel__friction": (-0.1, 0.3)},
+       r"config\.panel\.friction=\(-0\.1, 0\.3\) .*both ends must be >= 0"),
+      ("friction_stratum_above_narrowed_training", {"families__friction": (0.1, 1.2)},
+       r"config\.panel\.friction=\(0\.15, 0\.3\) .*below the training range "
+       r"families\.friction=\(0\.1, 1\.2\)"),
+      ("negative_run_seed", {"seed": -1}, r"config\.seed=-1 .*non-negative integer"),
+      ("negative_panel_seed", {"panel__seed": -5}, r"config\.panel\.seed=-5 .*non-negative"),
+      ("reversed_panel_command", {"panel__command_vx": (1.0, -1.0)},
+       r"config\.panel\.command_vx=\(1\.0, -1\.0\) .*low must be <= high"),
+      ("zero_panel_resample", {"panel__command_resample_seconds": (0.0, 5.0)},
+       r"config\.panel\.command_resample_seconds=\(0\.0, 5\.0\) .*> 0"),
+      ("zero_nominal_friction", {"panel__nominal_friction": 0.0},
+       r"config\.panel\.nominal_friction=0\.0 .*> 0"),
+      ("negative_nominal_joint_friction", {"panel__nominal_joint_friction": -0.1},
+       r"config\.panel\.nominal_joint_friction=-0\.1 .*>= 0"),
+      ("zero_checkpoint_every", {"checkpoint__every_chunks": 0},
+       r"config\.checkpoint\.every_chunks=0 .*positive integer"),
+      ("zero_checkpoint_keep", {"checkpoint__max_to_keep": 0},
+       r"config\.checkpoint\.max_to_keep=0 .*positive integer"),
+  )
+  def test_family_and_panel_errors_name_value_and_accepted(self, changes, pattern):
+    with self.assertRaisesRegex(ValueError, pattern):
+      config_lib.validate(_with(**changes))
+
+  def test_held_out_checks_apply_only_to_strata_in_the_panel(self):
+    # A payload or friction range inside the training range is fine when its stratum is absent.
+    cfg = _with(panel__strata=("flat", "slope", "push"), panel__payload_mass=(0.0, 1.0),
+                panel__friction=(0.5, 0.6))
+    self.assertIs(config_lib.validate(cfg), cfg)
+    self.assertEqual(cfg.panel.num_families, 3 * cfg.panel.families_per_stratum)
+    self.assertEqual(cfg.panel.num_envs, 3 * cfg.panel.families_per_stratum *
+                     cfg.panel.envs_per_family)
+
+  def test_explicit_family_seeds_are_valid(self):
+    cfg = _with(num_envs=8, ppo__num_minibatches=2, families__num_train_families=4,
+                families__train_family_seeds=(0, 11, 22, 33))
+    self.assertIs(config_lib.validate(cfg), cfg)
 
   def test_activation_names_match_networks(self):
     # config validates names without importing the network module (imports run one way).
@@ -76,7 +193,8 @@ class ValidateTest(parameterized.TestCase):
     self.assertEqual(cfg.num_chunks, 3)  # ceil(5000 / 1920)
 
   def test_json_round_trip(self):
-    cfg = _with(num_envs=64, network__actor_hidden_sizes=(32, 16), env__command_vx=(0.0, 0.5))
+    cfg = _with(num_envs=64, network__actor_hidden_sizes=(32, 16), families__command_vx=(0.0, 0.5),
+                families__train_family_seeds=(3, 1, 4, 15), families__num_train_families=4)
     restored = config_lib.from_dict(cfg.to_dict())
     self.assertEqual(restored, cfg)
 

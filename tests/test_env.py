@@ -1,4 +1,5 @@
-"""Tests for mjx_walk.env: shapes, standing, determinism, vmap, NaN isolation, episode ends."""
+"""Tests for mjx_walk.env: shapes, standing, determinism, vmap, NaN isolation, episode ends, and
+the family's command schedule."""
 
 import functools
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
+from mjx_walk import families
 
 NUM_ENVS = 4
 
@@ -45,6 +47,28 @@ def _keys(n: int = NUM_ENVS, seed: int = 0) -> jax.Array:
   return jax.random.split(jax.random.key(seed), n)
 
 
+@functools.lru_cache(maxsize=None)
+def _manifest() -> families.Manifest:
+  # Every env config below shares config.families, so one manifest serves them all.
+  return families.make_manifest(_config())
+
+
+def _families(n: int = NUM_ENVS) -> families.FamilyParams:
+  """Env i's family draw (family i % F of the default training panel); leaves [n, ...]."""
+  return families.for_envs(_manifest().train_params(), n)
+
+
+def _flat_families(n: int = NUM_ENVS) -> families.FamilyParams:
+  """Env i's family among the evaluation panel's nominal `flat` families; leaves [n, ...]."""
+  manifest = _manifest()
+  flat = [f for f in manifest.eval_families if f.stratum == "flat"]
+  return families.for_envs(families.stack_params(flat), n)
+
+
+def _reset(reset, seed: int = 0):
+  return reset(_keys(seed=seed), _families())
+
+
 def _select(tree, i):
   return jax.tree.map(lambda x: x[i], tree)
 
@@ -61,7 +85,7 @@ class EnvTest(chex.TestCase):
     critic_size = policy_size + 3 + 2 * num_feet
     self.assertEqual(spec["policy"].shape, (policy_size,))
     self.assertEqual(spec["critic"].shape, (critic_size,))
-    state = step(reset(_keys()), jnp.zeros((NUM_ENVS, num_actions)))
+    state = step(_reset(reset), jnp.zeros((NUM_ENVS, num_actions)))
     chex.assert_shape(state.obs["policy"], (NUM_ENVS, policy_size))
     chex.assert_shape(state.obs["critic"], (NUM_ENVS, critic_size))
     chex.assert_shape(state.final_obs["critic"], (NUM_ENVS, critic_size))
@@ -86,7 +110,10 @@ class EnvTest(chex.TestCase):
       state = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
       return state, (state.data.qpos[:, 2], state.reset_reason)
 
-    state, (heights, reasons) = jax.lax.scan(body, reset(_keys()), None, num_steps)
+    # Nominal conditions (the evaluation panel's `flat` families): no pushes, no payload, no
+    # actuator delay, so standing still is the whole story.
+    state = reset(_keys(), _flat_families())
+    state, (heights, reasons) = jax.lax.scan(body, state, None, num_steps)
     chex.assert_tree_all_finite(state.data.qpos)
     np.testing.assert_array_equal(reasons, env_lib.ResetReason.NONE)
     self.assertGreater(float(heights.min()), 0.22)
@@ -102,17 +129,17 @@ class EnvTest(chex.TestCase):
     env = _env()
     reset, step = _jitted(env)
     actions = 0.3 * jax.random.normal(jax.random.key(1), (NUM_ENVS, env.action_size))
-    first = step(reset(_keys(seed=3)), actions)
-    second = step(reset(_keys(seed=3)), actions)
+    first = step(_reset(reset, seed=3), actions)
+    second = step(_reset(reset, seed=3), actions)
     chex.assert_trees_all_equal(first, second)
-    other = step(reset(_keys(seed=4)), actions)
+    other = step(_reset(reset, seed=4), actions)
     self.assertFalse(np.array_equal(first.data.qpos, other.data.qpos))
 
   def test_vmapped_step_matches_single_env_step(self):
     env = _env()
     reset, step = _jitted(env)
     single_step = jax.jit(env.step)
-    state = reset(_keys())
+    state = _reset(reset)
     actions = 0.5 * jax.random.normal(jax.random.key(2), (NUM_ENVS, env.action_size))
     batched = step(state, actions)
     for i in range(NUM_ENVS):
@@ -133,7 +160,7 @@ class EnvTest(chex.TestCase):
   def test_nan_isolated_to_its_env(self):
     env = _env()
     reset, step = _jitted(env)
-    state = reset(_keys())
+    state = _reset(reset)
     actions = jnp.zeros((NUM_ENVS, env.action_size))
     poisoned = state.replace(data=state.data.replace(qvel=state.data.qvel.at[1, 7].set(jnp.nan)))
     clean_next, poisoned_next = step(state, actions), step(poisoned, actions)
@@ -157,13 +184,20 @@ class EnvTest(chex.TestCase):
   def test_timeout_is_a_truncation_with_true_final_obs(self):
     env = _quiet_env()
     reset, step = _jitted(env)
-    state = reset(_keys())
+    state = _reset(reset)
+    # The observation holds the step's command; flattening each family's schedule to its first
+    # command, and removing its pushes, lets the last step of an episode be replayed at its
+    # start below.
+    commands = state.family.commands  # [N, K, 3]
+    state = state.replace(family=state.family.replace(
+        commands=jnp.broadcast_to(commands[:, :1], commands.shape),
+        push_forces=jnp.zeros_like(state.family.push_forces)))
     # Every env is one step from the time limit; env 2 is also far below the fall height.
-    state = state.replace(task=state.task.replace(
+    last = state.replace(task=state.task.replace(
         step=jnp.full((NUM_ENVS,), env.episode_steps - 1, jnp.int32)))
-    qpos = state.data.qpos.at[2, 2].set(0.1)
-    state = state.replace(data=state.data.replace(qpos=qpos))
-    nxt = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
+    qpos = last.data.qpos.at[2, 2].set(0.1)
+    last = last.replace(data=last.data.replace(qpos=qpos))
+    nxt = step(last, jnp.zeros((NUM_ENVS, env.action_size)))
 
     expected = [env_lib.ResetReason.TIMEOUT] * NUM_ENVS
     expected[2] = env_lib.ResetReason.FALL  # failure takes precedence over the time limit
@@ -175,13 +209,11 @@ class EnvTest(chex.TestCase):
     np.testing.assert_array_equal(nxt.task.step, 0)
     self.assertFalse(np.allclose(nxt.obs["critic"], nxt.final_obs["critic"]))
     # final_obs equals the observation of the same step taken without the reset: the same
-    # state, keys and action, one command period earlier so the command is resampled alike.
-    earlier = env.episode_steps - 1 - env.resample_steps
-    self.assertEqual(env.episode_steps % env.resample_steps, 0)
-    no_limit = state.replace(task=state.task.replace(
-        step=jnp.full((NUM_ENVS,), earlier, jnp.int32)))
-    continued = step(no_limit, jnp.zeros((NUM_ENVS, env.action_size)))
+    # state, keys and action at the episode's first step.
+    first = last.replace(task=last.task.replace(step=jnp.zeros((NUM_ENVS,), jnp.int32)))
+    continued = step(first, jnp.zeros((NUM_ENVS, env.action_size)))
     keep = np.array([0, 1, 3])
+    np.testing.assert_array_equal(continued.reset_reason[keep], env_lib.ResetReason.NONE)
     chex.assert_trees_all_close(
         _select(nxt.final_obs, keep), _select(continued.obs, keep), atol=1e-6)
     np.testing.assert_allclose(nxt.metrics["episode/length"], env.episode_steps)
@@ -193,7 +225,7 @@ class EnvTest(chex.TestCase):
   def test_fall_by_tilt_and_body_contact(self):
     env = _quiet_env()
     reset, step = _jitted(env)
-    state = reset(_keys())
+    state = _reset(reset)
     qpos = state.data.qpos
     # env 0: rolled onto its side at standing height (tilt past the threshold).
     roll = np.pi / 2
@@ -211,7 +243,7 @@ class EnvTest(chex.TestCase):
     contact_env = _env(init_joint_noise=0.0, init_velocity_noise=0.0, obs_noise_scale=0.0,
                        fall_height=0.01, fall_tilt_degrees=180.0)
     reset_c, step_c = _jitted(contact_env)
-    state = reset_c(_keys())
+    state = _reset(reset_c)
     upside_down = jnp.array([0.0, 1.0, 0.0, 0.0])
     qpos = state.data.qpos.at[1, 3:7].set(upside_down).at[1, 2].set(0.04)
     state = state.replace(data=state.data.replace(qpos=qpos))
@@ -223,33 +255,51 @@ class EnvTest(chex.TestCase):
   def test_joint_limit(self):
     env = _quiet_env()
     reset, step = _jitted(env)
-    state = reset(_keys())
+    state = _reset(reset)
     # Env 3 hangs in the air (legs unloaded) with its FR calf at the upper limit and a target
     # beyond it, so the joint stays pressed against the limit for the whole step.
     calf = 2
     qpos = state.data.qpos.at[3, env.robot.qpos_joint_adr[calf]].set(env.robot.joint_upper[calf])
     qpos = qpos.at[3, 2].set(1.0)
-    state = state.replace(data=state.data.replace(qpos=qpos))
+    # No actuator delay, so the target beyond the limit acts in this very step.
+    no_delay = state.family.replace(action_delay=jnp.zeros_like(state.family.action_delay))
+    state = state.replace(data=state.data.replace(qpos=qpos), family=no_delay)
     actions = jnp.zeros((NUM_ENVS, env.action_size)).at[3, calf].set(env.env_config.action_clip)
     nxt = step(state, actions)
     self.assertEqual(int(nxt.reset_reason[3]), env_lib.ResetReason.JOINT_LIMIT)
     self.assertTrue(bool(nxt.terminated[3]))
     np.testing.assert_array_equal(nxt.reset_reason[:3], env_lib.ResetReason.NONE)
 
-  def test_command_resampled_on_schedule(self):
-    env = _env(command_resample_seconds=0.04)  # every 2 control steps
+  def test_command_follows_the_family_schedule(self):
+    env = _quiet_env()
     reset, step = _jitted(env)
-    state = reset(_keys())
+    state = _reset(reset)
     zeros = jnp.zeros((NUM_ENVS, env.action_size))
-    one = step(state, zeros)
-    two = step(one, zeros)
-    np.testing.assert_array_equal(one.task.command, state.task.command)
-    self.assertFalse(np.allclose(two.task.command, one.task.command))
-    low = np.array([r[0] for r in (env.env_config.command_vx, env.env_config.command_vy,
-                                   env.env_config.command_yaw_rate)])
-    high = np.array([r[1] for r in (env.env_config.command_vx, env.env_config.command_vy,
-                                    env.env_config.command_yaw_rate)])
-    self.assertTrue(np.all((two.task.command >= low) & (two.task.command <= high)))
+    envs = np.arange(NUM_ENVS)
+    times = np.asarray(state.family.command_times)  # [N, K] s
+    commands = np.asarray(state.family.commands)  # [N, K, 3]
+    # Each env follows its own family's schedule (env i is family i here) ...
+    chex.assert_trees_all_equal(state.family, _families())
+    # ... and starts on its first entry; the policy observes the command (obs slice 6:9).
+    np.testing.assert_array_equal(state.task.command, commands[:, 0])
+    np.testing.assert_array_equal(state.obs["policy"][:, 6:9], commands[:, 0])
+    for entry in (1, 2):
+      start = times[:, entry] / env.dt  # [N] control steps
+      # Times are continuous draws: none falls on a control step, so "before" is unambiguous.
+      self.assertTrue(np.all(np.abs(start - np.round(start)) > 1e-3), start)
+      first = np.ceil(start).astype(np.int32)  # [N] first control step of this entry
+      self.assertTrue(np.all(first < env.episode_steps), first)
+      for offset, row in ((-2, entry - 1), (-1, entry - 1), (0, entry), (1, entry)):
+        # A step from step s yields the command of control step s + 1.
+        before = state.replace(task=state.task.replace(step=jnp.asarray(first + offset - 1)))
+        after = step(before, zeros)
+        np.testing.assert_array_equal(after.reset_reason, env_lib.ResetReason.NONE)
+        np.testing.assert_array_equal(after.task.step, first + offset)
+        np.testing.assert_array_equal(after.task.command, commands[envs, row],
+                                      err_msg=f"entry {entry}, offset {offset}")
+        np.testing.assert_array_equal(after.obs["policy"][:, 6:9], commands[envs, row])
+    # Distinct families get distinct schedules.
+    self.assertEqual(len({tuple(t) for t in times.round(6)}), NUM_ENVS)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,110 @@
+"""A trained policy for use outside training: (normalizer, actor) from a run folder or checkpoint.
+
+  pol = policy.load("runs/<run>")                     # newest intact checkpoint
+  pol = policy.load("runs/<run>/checkpoints/1200")    # one checkpoint
+  action = pol.act(obs["policy"])                     # jitted, [..., O] -> [..., A]
+
+Only the checkpoint's `policy` item (actor parameters and observation normalizer) and its config
+are read; no trainer, optimizer or env batch is built. The action is the policy's mean, raw: the
+env clips it to `env.action_clip` and scales it by the robot's action scale around the standing
+pose, exactly as in training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Callable
+
+import jax
+
+from mjx_walk import checkpoint
+from mjx_walk import config as config_lib
+from mjx_walk import env as env_lib
+from mjx_walk import families
+from mjx_walk import networks
+from mjx_walk import normalizer
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+  """A loaded policy."""
+
+  act: Callable[[jax.Array], jax.Array]
+  """Jitted: normalises float32 [..., O] policy observations and returns the mean action
+  float32 [..., A]."""
+  observation_spec: jax.ShapeDtypeStruct
+  """One env's policy observation, [O]."""
+  actor: Any
+  """The actor's parameters."""
+  normalizer: normalizer.NormalizerState
+  """Statistics of the whole observation ({"policy", "critic"}), as saved."""
+  networks: networks.ActorCritic
+  config: config_lib.TrainConfig
+  manifest: families.Manifest
+  step: int
+  run_dir: pathlib.Path
+
+
+def resolve(path: pathlib.Path | str, step: int | None = None) -> tuple[pathlib.Path, int]:
+  """(run folder, step) for a run folder (newest step unless given) or a checkpoint folder.
+
+  Raises:
+    checkpoint.CheckpointError: naming the path, when it is neither, or has no checkpoint.
+  """
+  path = pathlib.Path(path).resolve()
+  if path.parent.name == checkpoint.DIRNAME and path.name.isdigit():
+    run_dir, found = path.parent.parent, int(path.name)
+    if step is not None and step != found:
+      raise checkpoint.CheckpointError(f"{path} is step {found}, not the requested step {step}")
+    return run_dir, found
+  if (path / checkpoint.DIRNAME).is_dir():
+    saved = checkpoint.steps(path)
+    if not saved:
+      raise checkpoint.CheckpointError(f"no checkpoint in {path / checkpoint.DIRNAME}")
+    if step is None:
+      return path, saved[-1]
+    if step not in saved:
+      raise checkpoint.CheckpointError(
+          f"no checkpoint at step {step} in {path / checkpoint.DIRNAME}; saved steps: {saved}")
+    return path, step
+  raise checkpoint.CheckpointError(
+      f"{path} is neither a run folder (with {checkpoint.DIRNAME}/) nor a checkpoint folder "
+      f"(<run>/{checkpoint.DIRNAME}/<step>)")
+
+
+def load(path: pathlib.Path | str, step: int | None = None) -> Policy:
+  """Loads the policy of a run folder or a checkpoint folder.
+
+  Args:
+    path: `runs/<run>` or `runs/<run>/checkpoints/<step>`.
+    step: with a run folder, the update step to load; None for the newest.
+
+  Raises:
+    checkpoint.CheckpointError: the path holds no such checkpoint.
+  """
+  run_dir, step = resolve(path, step)
+  config, manifest, _ = checkpoint.read_json_items(run_dir, step)
+  env = env_lib.LocomotionEnv(config)  # static tables only; nothing is reset or compiled
+  obs_spec = env.observation_spec()
+  nets = networks.from_config(config, env.action_size)
+  abstract_params = jax.eval_shape(
+      lambda key: nets.init(key, obs_spec["policy"].shape[-1], obs_spec["critic"].shape[-1]),
+      jax.random.key(0))
+  abstract = {"actor": abstract_params.actor,
+              "normalizer": jax.eval_shape(normalizer.init, obs_spec)}
+  restored = checkpoint.restore_policy(run_dir, abstract, step)
+  actor, norm = restored["actor"], restored["normalizer"]
+  policy_norm = normalizer.NormalizerState(
+      mean=norm.mean["policy"], var=norm.var["policy"], count=norm.count)
+  params = networks.ActorCriticParams(actor=actor, critic=None)
+
+  @jax.jit
+  def act(policy_obs: jax.Array) -> jax.Array:
+    if config.ppo.normalize_observations:
+      policy_obs = normalizer.normalize(policy_norm, policy_obs)
+    mean, _ = nets.policy(params, policy_obs)
+    return mean
+
+  return Policy(act=act, observation_spec=obs_spec["policy"], actor=actor, normalizer=norm,
+                networks=nets, config=config, manifest=manifest, step=step, run_dir=run_dir)

@@ -1,0 +1,271 @@
+"""Tests for mjx_walk.checkpoint, resuming through mjx_walk.train, and mjx_walk.policy.
+
+Exact equality throughout: a restored checkpoint is the saved state bit for bit, and a run of
+2 chunks resumed for 2 more equals a straight run of 4 in parameters, optimizer state, env state
+and every ledger number that is not a wall-clock figure.
+"""
+
+import json
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from absl.testing import absltest
+import chex
+import jax
+import jax.numpy as jnp
+
+from mjx_walk import checkpoint
+from mjx_walk import config as config_lib
+from mjx_walk import evaluate
+from mjx_walk import ledger
+from mjx_walk import networks
+from mjx_walk import normalizer
+from mjx_walk import policy as policy_lib
+from mjx_walk import train as train_lib
+from mjx_walk import trainer as trainer_lib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def tiny_config(chunks: int = 2) -> config_lib.TrainConfig:
+  cfg = config_lib.default()
+  cfg.num_envs = 8
+  cfg.unroll_length = 6
+  cfg.updates_per_chunk = 2
+  cfg.total_env_steps = chunks * 8 * 6 * 2
+  cfg.ppo.num_minibatches = 2
+  cfg.ppo.num_epochs = 2
+  cfg.network.actor_hidden_sizes = (16, 16)
+  cfg.network.critic_hidden_sizes = (16, 16)
+  cfg.env.episode_seconds = 0.1
+  cfg.families.num_train_families = 4
+  cfg.panel.families_per_stratum = 1
+  cfg.panel.envs_per_family = 1
+  cfg.panel.episode_seconds = 0.1
+  cfg.panel.every_chunks = 2
+  cfg.checkpoint.every_chunks = 1
+  return cfg
+
+
+def _host(tree):
+  return jax.device_get(jax.tree.map(
+      lambda x: jax.random.key_data(x) if checkpoint._is_key(x) else x, tree))
+
+
+def _without_wall_clock(records):
+  drop = ("perf/sps", "perf/wall_seconds", "wall_seconds", "time", "resumed_from_update")
+  return [{k: v for k, v in r.items() if k not in drop} for r in records if r["kind"] != "recipe"]
+
+
+class SaveRestoreTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.config = tiny_config()
+    cls.trainer = trainer_lib.make_trainer(cls.config)
+    carry = cls.trainer.init(jax.random.key(0))
+    cls.first = _host(carry)
+    cls.carry, _ = cls.trainer.train_chunk(carry)  # donates `carry`
+
+  def _save_two(self, run_dir):
+    saver = checkpoint.Checkpointer(run_dir, self.config, self.trainer.manifest)
+    saver.save(self.trainer.init(jax.random.key(0)), wall_seconds=0.0)
+    saver.save(self.carry, wall_seconds=1.5)
+    saver.close()
+
+  def test_round_trip_is_exact(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    self.assertEqual(checkpoint.steps(run_dir), [0, 2])
+    abstract = jax.eval_shape(self.trainer.init, jax.random.key(0))
+    restored = checkpoint.restore(run_dir, abstract)
+    self.assertEqual(restored.step, 2)
+    chex.assert_trees_all_equal(_host(restored.carry), _host(self.carry))
+    self.assertEqual(restored.config, self.config)
+    self.assertEqual(restored.manifest, self.trainer.manifest)
+    self.assertEqual(restored.progress["env_steps"], 2 * self.config.batch_size)
+    older = checkpoint.restore(run_dir, abstract, step=0)
+    chex.assert_trees_all_equal(_host(older.carry), self.first)
+
+  def test_corrupted_checkpoint_falls_back_and_names_the_step(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    newest = checkpoint.directory(run_dir) / "2"
+    # Truncate the biggest data file of the newest checkpoint's train state.
+    victim = max((p for p in (newest / "train").rglob("*") if p.is_file()),
+                 key=lambda p: p.stat().st_size)
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    abstract = jax.eval_shape(self.trainer.init, jax.random.key(0))
+    notices = []
+    restored = checkpoint.restore(run_dir, abstract, log=notices.append)
+    self.assertEqual(restored.step, 0)
+    self.assertIn(f"checkpoint step 2 at {newest} is unreadable", notices[0])
+    self.assertIn("restored step 0", notices[-1])
+    with self.assertRaisesRegex(checkpoint.CheckpointError, f"step 2 at {newest}"):
+      checkpoint.restore(run_dir, abstract, step=2)
+
+  def test_policy_acts_like_the_trainer_actor(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    pol = policy_lib.load(run_dir)
+    self.assertEqual(pol.step, 2)
+    self.assertEqual(policy_lib.load(checkpoint.directory(run_dir) / "0").step, 0)
+    obs = self.carry.env.obs  # [N, O] real observations
+    train = self.carry.train
+    expected, _ = self.trainer.networks.policy(
+        train.params, normalizer.normalize(train.normalizer, obs)["policy"])
+    chex.assert_trees_all_close(pol.act(obs["policy"]), expected, rtol=1e-6, atol=1e-6)
+    chex.assert_shape(pol.observation_spec, obs["policy"].shape[1:])
+    with self.assertRaisesRegex(checkpoint.CheckpointError, "neither a run folder"):
+      policy_lib.load(run_dir / "nowhere")
+
+  def test_evaluate_a_checkpoint(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    record, other = evaluate.evaluate_checkpoint(str(run_dir), None, compare=str(run_dir))
+    self.assertEqual(record["update"], 2)
+    self.assertEqual(record["panel_hash"], self.trainer.manifest.panel_hash)
+    self.assertEqual(sorted(record["strata"]), sorted(self.config.panel.strata))
+    self.assertEqual(other["strata"], record["strata"])  # same policy, same panel, same numbers
+    saved = json.loads((run_dir / "eval" / "2.json").read_text())
+    self.assertEqual(saved["strata"], record["strata"])
+
+
+class ResumeTest(absltest.TestCase):
+
+  def test_two_plus_two_equals_four(self):
+    root = pathlib.Path(self.create_tempdir().full_path)
+    split, straight = root / "split", root / "straight"
+    train_lib.run(tiny_config(chunks=2), split)
+    train_lib.run(tiny_config(chunks=4), split, resume=True)
+    train_lib.run(tiny_config(chunks=4), straight)
+
+    abstract = jax.eval_shape(
+        trainer_lib.make_trainer(tiny_config()).init, jax.random.key(0))
+    a, b = checkpoint.restore(split, abstract), checkpoint.restore(straight, abstract)
+    self.assertEqual((a.step, b.step), (8, 8))
+    chex.assert_trees_all_equal(_host(a.carry), _host(b.carry))
+
+    records_a, records_b = ledger.read_run(split), ledger.read_run(straight)
+    self.assertEqual([r["kind"] for r in records_a].count("recipe"), 2)
+    self.assertEqual(records_a[[r["kind"] for r in records_a].index("recipe", 1)]
+                     ["resumed_from_update"], 4)
+    self.assertEqual(_without_wall_clock(records_a), _without_wall_clock(records_b))
+    self.assertEqual([r["update"] for r in records_a if r["kind"] == "update"],
+                     list(range(1, 9)))
+
+  def test_incompatible_config_is_refused_naming_fields(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    (run_dir / "config.json").write_text(tiny_config().to_json())
+    longer = train_lib.resume_config(
+        run_dir, config_lib.default(), {"total_env_steps": 10_000}, config_file_given=False)
+    self.assertEqual(longer.total_env_steps, 10_000)
+    self.assertEqual(longer.num_envs, 8)  # everything else comes from the saved run
+    with self.assertRaisesRegex(ValueError, r"(?s)network\.actor_hidden_sizes: \(16, 16\) -> "
+                                r"\(8,\).*ppo\.learning_rate: 0\.001 -> 0\.0003"):
+      train_lib.resume_config(
+          run_dir, config_lib.default(),
+          {"ppo.learning_rate": 3e-4, "network.actor_hidden_sizes": (8,)},
+          config_file_given=False)
+
+  def test_resume_without_a_run_is_refused_before_compiling(self):
+    result = subprocess.run(
+        [sys.executable, "-m", "mjx_walk.train", "--resume=/nonexistent/run"],
+        capture_output=True, text=True, timeout=120, cwd=REPO)
+    self.assertNotEqual(result.returncode, 0)
+    self.assertIn("--resume=/nonexistent/run: no run there", result.stderr)
+
+
+def fake_carry(step: int, size: int) -> trainer_lib.Carry:
+  """A carry with the real structure around arrays of any size, for save-interruption tests."""
+  train = trainer_lib.TrainState(
+      params=networks.ActorCriticParams(actor={"w": jnp.full((size,), step, jnp.float32)},
+                                        critic={"w": jnp.ones((3,))}),
+      opt_state={"m": jnp.zeros((2,))},
+      normalizer=normalizer.NormalizerState(mean={"x": jnp.zeros(2)}, var={"x": jnp.ones(2)},
+                                            count=jnp.ones(())),
+      key=jax.random.key(step),
+      update_step=jnp.asarray(step, jnp.int32))
+  return trainer_lib.Carry(train=train, env={"big": jnp.full((size,), step, jnp.float32)})
+
+
+_KILLED_SAVE = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    from mjx_walk import checkpoint, config as config_lib, families
+    from test_checkpoint import fake_carry
+    cfg = config_lib.default()
+    saver = checkpoint.Checkpointer(sys.argv[1], cfg, families.make_manifest(cfg))
+    saver.save(fake_carry(1, 1000), wall_seconds=1.0)
+    print("saved 1", flush=True)
+    saver.save(fake_carry(2, 50_000_000), wall_seconds=2.0)  # 2 x 200 MB: killed mid-write
+    print("saved 2", flush=True)
+""")
+
+
+class InterruptionTest(absltest.TestCase):
+
+  def test_killed_save_keeps_the_previous_checkpoint(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    process = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(run_dir),
+                                str(pathlib.Path(__file__).parent)],
+                               stdout=subprocess.PIPE, text=True, cwd=REPO)
+    for line in process.stdout:  # MJX may print import notices first
+      if line.strip() == "saved 1":
+        break
+    deadline = time.time() + 120
+    while not any("tmp" in p.name for p in checkpoint.directory(run_dir).iterdir()):
+      self.assertLess(time.time(), deadline, "the second save never started")
+      time.sleep(0.01)
+    process.kill()
+    process.wait()
+    self.assertEqual(checkpoint.steps(run_dir), [1])
+    small = fake_carry(1, 1000)
+    restored = checkpoint.restore(run_dir, jax.eval_shape(lambda: small))
+    chex.assert_trees_all_equal(_host(restored.carry), _host(small))
+
+  def test_sigterm_saves_and_exits_zero_then_resumes(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
+    cfg = tiny_config(chunks=1000)
+    cfg.checkpoint.every_chunks = 1000  # only the stop saves
+    overrides = [
+        f"--config.{field}={value}" for field, value in (
+            ("num_envs", 8), ("unroll_length", 6), ("updates_per_chunk", 2),
+            ("total_env_steps", cfg.total_env_steps), ("ppo.num_minibatches", 2),
+            ("ppo.num_epochs", 2), ("network.actor_hidden_sizes", "(16,16)"),
+            ("network.critic_hidden_sizes", "(16,16)"), ("env.episode_seconds", 0.1),
+            ("families.num_train_families", 4), ("panel.families_per_stratum", 1),
+            ("panel.envs_per_family", 1), ("panel.episode_seconds", 0.1),
+            ("panel.every_chunks", 2), ("checkpoint.every_chunks", 1000))]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mjx_walk.train", f"--run_dir={run_dir}"] + overrides,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    deadline = time.time() + 300
+    ledger_path = run_dir / ledger.FILENAME
+    while not (ledger_path.is_file() and '"kind": "update"' in ledger_path.read_text()):
+      self.assertIsNone(process.poll(), "the run ended before it was signalled")
+      self.assertLess(time.time(), deadline)
+      time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=300)
+    self.assertEqual(process.returncode, 0, output)
+    self.assertIn(f"resume with: python -m mjx_walk.train --resume={run_dir}", output)
+    saved = checkpoint.steps(run_dir)
+    self.assertLen(saved, 1)
+    updates = [r for r in ledger.read_run(run_dir) if r["kind"] == "update"]
+    self.assertEqual(updates[-1]["update"], saved[0])  # the ledger stops where the checkpoint is
+
+    # The resumed run continues from the checkpoint for one more chunk.
+    cfg.total_env_steps = (saved[0] // cfg.updates_per_chunk + 1) * cfg.env_steps_per_chunk
+    train_lib.run(cfg, run_dir, resume=True)
+    updates = [r for r in ledger.read_run(run_dir) if r["kind"] == "update"]
+    self.assertEqual([r["update"] for r in updates], list(range(1, saved[0] + 3)))
+
+
+if __name__ == "__main__":
+  absltest.main()
