@@ -242,6 +242,40 @@ class PPOConfig:
 
 
 @dataclasses.dataclass
+class AuditConfig:
+  """The batch audits (see `mjx_walk.audit`): what counts as an event, and when to flag it."""
+
+  early_end_steps: int = 10
+  """An episode that terminates within this many control steps is flagged as an early end."""
+  traces_per_update: int = 2
+  """State traces of early ends taken from each update (qpos, qvel and actions per step)."""
+  max_traces: int = 50
+  """Early-end traces kept in the run folder, at most."""
+  slip_speed: float = 0.1
+  """A foot in contact moving horizontally faster than this is slipping, m/s."""
+  stumble_speed: float = 0.5
+  """A foot touching down while moving horizontally faster than this stumbles, m/s."""
+  min_event_count: int = 200
+  """Contact events seen fewer times than this per update batch are flagged as too rare to learn
+  from."""
+  dominant_share: float = 0.5
+  """A reward term with more than this share of the total absolute reward is flagged when
+  tracking does not improve at the same time."""
+
+
+@dataclasses.dataclass
+class ReportConfig:
+  """Pictures of a run (see `mjx_walk.report`)."""
+
+  video_every_chunks: int = 50
+  """Render held-out episodes every this many chunks, and at the end (0: only on demand)."""
+  video_width: int = 320
+  video_height: int = 240
+  video_fps: int = 25
+  """Frames per second of simulated time; the control rate must be a whole multiple of it."""
+
+
+@dataclasses.dataclass
 class CheckpointConfig:
   """When a run saves itself (see `mjx_walk.checkpoint`)."""
 
@@ -272,6 +306,8 @@ class TrainConfig:
   families: FamilyConfig = dataclasses.field(default_factory=FamilyConfig)
   panel: PanelConfig = dataclasses.field(default_factory=PanelConfig)
   checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+  audit: AuditConfig = dataclasses.field(default_factory=AuditConfig)
+  report: ReportConfig = dataclasses.field(default_factory=ReportConfig)
   reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
   network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
   ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
@@ -303,6 +339,7 @@ class TrainConfig:
 RESUMABLE_FIELDS = (
     "total_env_steps",
     "panel.every_chunks",
+    "report.video_every_chunks",
     "checkpoint.every_chunks",
     "checkpoint.max_to_keep",
     "checkpoint.keep_best",
@@ -403,6 +440,7 @@ def validate(config: TrainConfig) -> TrainConfig:
     value = getattr(config.checkpoint, name)
     if not isinstance(value, int) or value <= 0:
       _fail(f"checkpoint.{name}", value, "it must be a positive integer")
+  _validate_audit_and_report(config)
 
   _check_positive("reward.tracking_sigma", reward.tracking_sigma)
   if reward.air_time_target < 0:
@@ -509,6 +547,29 @@ def _validate_panel(config: TrainConfig) -> None:
           f"{fam.friction}")
 
 
+def _validate_audit_and_report(config: TrainConfig) -> None:
+  audit, report = config.audit, config.report
+  for name in ("early_end_steps", "traces_per_update", "max_traces", "min_event_count"):
+    value = getattr(audit, name)
+    if not isinstance(value, int) or value < 0:
+      _fail(f"audit.{name}", value, "it must be an integer >= 0")
+  for name in ("slip_speed", "stumble_speed"):
+    _check_positive(f"audit.{name}", getattr(audit, name))
+  if not 0 < audit.dominant_share <= 1:
+    _fail("audit.dominant_share", audit.dominant_share, "it must be in (0, 1]")
+  for name in ("video_width", "video_height", "video_fps"):
+    value = getattr(report, name)
+    if not isinstance(value, int) or value <= 0:
+      _fail(f"report.{name}", value, "it must be a positive integer")
+  if not isinstance(report.video_every_chunks, int) or report.video_every_chunks < 0:
+    _fail("report.video_every_chunks", report.video_every_chunks,
+          "it must be an integer >= 0 (0: videos only on demand)")
+  ratio = config.env.control_hz / report.video_fps
+  if abs(ratio - round(ratio)) > 1e-9:
+    _fail("report.video_fps", report.video_fps,
+          f"env.control_hz={config.env.control_hz} must be a whole multiple of it")
+
+
 def substeps(config: TrainConfig, timestep: float) -> int:
   """Physics steps per control step, checked to be a whole number.
 
@@ -538,6 +599,8 @@ def from_dict(values: dict[str, Any]) -> TrainConfig:
       "families": FamilyConfig,
       "panel": PanelConfig,
       "checkpoint": CheckpointConfig,
+      "audit": AuditConfig,
+      "report": ReportConfig,
       "reward": RewardConfig,
       "network": NetworkConfig,
       "ppo": PPOConfig,

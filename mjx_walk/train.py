@@ -201,7 +201,12 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path,
         evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log)
         last_eval = evaluation
       if last or (chunk + 1) % config.checkpoint.every_chunks == 0:
-        saver.save(carry, wall_seconds=time.perf_counter() - run_start, evaluation=evaluation)
+        save_start = time.perf_counter()
+        path = saver.save(carry, wall_seconds=time.perf_counter() - run_start,
+                          evaluation=evaluation)
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        print(f"checkpoint {path} ({size / 1e6:.1f} MB, saved in "
+              f"{time.perf_counter() - save_start:.2f} s)", flush=True)
   saver.close()
   if last_eval is not None:
     print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
