@@ -128,11 +128,12 @@ def _manager(run_dir: pathlib.Path | str, cfg: config_lib.CheckpointConfig | Non
       # Synchronous: a save is complete (renamed into place) when `save` returns, so a stop
       # signal right after it loses nothing.
       enable_async_checkpointing=False,
-      # A reader must not delete the temporary folder of a save in progress elsewhere.
+      # A reader never saves, never creates the folder, and must not delete the temporary
+      # folder of a save in progress elsewhere. (Orbax's read_only option does the same but
+      # warns on every use.)
       cleanup_tmp_directories=not read_only,
       save_interval_steps=0 if read_only else 1,
       create=not read_only,
-      read_only=read_only,
   )
   return ocp.CheckpointManager(directory(run_dir), options=options, item_names=_ITEMS)
 

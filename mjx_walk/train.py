@@ -28,6 +28,7 @@ from typing import Any
 
 from absl import app
 from absl import flags
+from absl import logging
 import jax
 from ml_collections import config_flags
 
@@ -134,8 +135,9 @@ def _start(config: config_lib.TrainConfig, run_dir: pathlib.Path, trainer: train
   return restored.carry, float(restored.progress["wall_seconds"])
 
 
-def run(config: config_lib.TrainConfig, run_dir: pathlib.Path,
-        resume: bool = False) -> pathlib.Path:
+def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = False, *,
+        wall_budget_seconds: float | None = None,
+        eval_every_seconds: float | None = None) -> pathlib.Path:
   """Trains `config` to completion, or until SIGTERM / Ctrl-C, writing the run folder.
 
   The folder gets config.json, manifest.json, ledger.jsonl (recipe, one record per update, one
@@ -146,6 +148,11 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path,
     config: the run configuration; for a resume, the saved one with any resumable changes.
     run_dir: the run folder.
     resume: continue from the newest intact checkpoint in `run_dir`, appending to its ledger.
+    wall_budget_seconds: end the run (final evaluation and checkpoint) after the first chunk
+      that finishes past this many wall-clock seconds, counted from the start of the run
+      (compilation and evaluations included). None: run all `config.num_chunks` chunks.
+    eval_every_seconds: also evaluate whenever this many wall-clock seconds have passed since
+      the last evaluation (for curves against wall-clock, as `experiments/learn_benchmark.py`).
   """
   config_lib.validate(config)
   manifest = families.make_manifest(config)
@@ -161,6 +168,7 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path,
   evaluator = evaluate.make_evaluator(config, manifest, trainer.networks)
   carry, seconds_before = _start(config, run_dir, trainer, resume)
   run_start = time.perf_counter() - seconds_before
+  last_eval_time = time.perf_counter()
   total = config.num_chunks * config.env_steps_per_chunk
   every = config.panel.every_chunks
   first_chunk = int(carry.train.update_step) // config.updates_per_chunk
@@ -185,9 +193,14 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path,
       if chunk == first_chunk:
         line += f"  (includes compile: {seconds:.0f} s)"
       print(line, flush=True)
-      last = chunk + 1 == config.num_chunks
+      now = time.perf_counter()
+      last = chunk + 1 == config.num_chunks or (
+          wall_budget_seconds is not None and now - run_start >= wall_budget_seconds)
+      due = (every and (chunk + 1) % every == 0) or (
+          eval_every_seconds is not None and now - last_eval_time >= eval_every_seconds)
       evaluation = None
-      if every and (chunk + 1) % every == 0 and not last and not stop.requested:
+      if due and not last and not stop.requested:
+        last_eval_time = now
         evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log)
         print(f"held-out panel at {steps:,} env steps:\n"
               f"{ledger.format_eval_table(evaluation)}", flush=True)
@@ -200,13 +213,16 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path,
       if last:
         evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log)
         last_eval = evaluation
-      if last or (chunk + 1) % config.checkpoint.every_chunks == 0:
+      # A checkpoint goes with every evaluation, so the best one by held-out score is on disk.
+      if last or evaluation is not None or (chunk + 1) % config.checkpoint.every_chunks == 0:
         save_start = time.perf_counter()
         path = saver.save(carry, wall_seconds=time.perf_counter() - run_start,
                           evaluation=evaluation)
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
         print(f"checkpoint {path} ({size / 1e6:.1f} MB, saved in "
               f"{time.perf_counter() - save_start:.2f} s)", flush=True)
+      if last:
+        break
   saver.close()
   if last_eval is not None:
     print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
@@ -259,9 +275,16 @@ def resume_config(run_dir: pathlib.Path, cli_config: config_lib.TrainConfig,
   return wanted
 
 
+def quiet_library_logs() -> None:
+  """Keeps library INFO logs (Orbax, MJX) out of the progress output unless --verbosity is set."""
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
+
+
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  quiet_library_logs()
   if _RESUME.value and _RUN_DIR.value:
     raise app.UsageError("give --resume=<run folder> or --run_dir, not both")
   try:

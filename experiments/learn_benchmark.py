@@ -1,0 +1,86 @@
+"""How long a config takes to walk: train for a wall-clock budget, judging on the held-out panel.
+
+  python experiments/learn_benchmark.py --budget_minutes=30
+  python experiments/learn_benchmark.py --config=experiments/go2_flat_gpu.py --budget_minutes=5
+
+Trains with `mjx_walk.train.run` (the CLI's own loop: ledger, checkpoints, panel) for
+--budget_minutes of wall-clock, compilation and evaluations included, evaluating the held-out
+panel every --eval_every_minutes and at the end. Prints ONE JSON line:
+
+  minutes_to_walk  wall-clock minutes at the first evaluation whose `flat` stratum meets the
+                   walking criteria (fall rate <= 5%, xy-velocity tracking error <= 0.25 m/s,
+                   yaw-rate error <= 0.3 rad/s), or null. The xy error bounds the forward error
+                   from above, so this is at least as strict as forward tracking alone.
+  final            per-stratum metrics of the last evaluation
+  curve            (minutes, env steps, flat fall rate, lin err, yaw err) of every evaluation
+  env_steps        env steps trained
+  train_sps        median env steps/s over the run's chunks after the first (compile) chunk
+
+The curve is also in the run's ledger, as for any run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+import statistics
+
+from absl import app
+from absl import flags
+
+from mjx_walk import config as config_lib
+from mjx_walk import ledger
+from mjx_walk import train
+
+_CONFIG = flags.DEFINE_string("config", None, "Config file with get_config(); default: the CPU default.")
+_BUDGET = flags.DEFINE_float("budget_minutes", 30.0, "Wall-clock budget, compile included.")
+_EVAL_EVERY = flags.DEFINE_float("eval_every_minutes", 3.0, "Held-out evaluation interval.")
+_RUN_DIR = flags.DEFINE_string("run_dir", None, "Run folder; default runs/learn-<UTC time>.")
+
+WALKING = {"fall_rate": 0.05, "lin_vel_error": 0.25, "yaw_rate_error": 0.3}
+"""The `flat` stratum's thresholds (each metric must be at or below its value)."""
+
+
+def walks(flat: dict[str, float]) -> bool:
+  return all(flat[key] <= limit for key, limit in WALKING.items())
+
+
+def summarize(records: list[dict]) -> dict:
+  """The benchmark's JSON figures from a run's ledger records."""
+  evals = [r for r in records if r["kind"] == "eval"]
+  updates = [r for r in records if r["kind"] == "update"]
+  first_chunk_sps = updates[0]["perf/sps"] if updates else None
+  steady = [r["perf/sps"] for r in updates if r["perf/sps"] != first_chunk_sps]
+  walking = [r for r in evals if "flat" in r["strata"] and walks(r["strata"]["flat"])]
+  return {
+      "minutes_to_walk": round(walking[0]["wall_seconds"] / 60, 2) if walking else None,
+      "final": evals[-1]["strata"] if evals else None,
+      "curve": [
+          [round(r["wall_seconds"] / 60, 2), r["env_steps"]]
+          + [round(r["strata"]["flat"][k], 4) for k in WALKING]
+          for r in evals if "flat" in r["strata"]],
+      "env_steps": updates[-1]["env_steps"] if updates else 0,
+      "train_sps": round(statistics.median(steady)) if steady else None,
+  }
+
+
+def main(argv: list[str]) -> None:
+  del argv
+  train.quiet_library_logs()
+  config = config_lib.load_file(_CONFIG.value) if _CONFIG.value else config_lib.default()
+  config.panel.every_chunks = 0  # evaluations follow the wall clock instead
+  # Enough steps never to end before the budget does.
+  config.total_env_steps = max(config.total_env_steps, 10**12)
+  config_lib.validate(config)
+  run_dir = pathlib.Path(_RUN_DIR.value or "runs/learn-" + datetime.datetime.now(
+      datetime.timezone.utc).strftime("%Y%m%d-%H%M%S"))
+  train.run(config, run_dir, wall_budget_seconds=60 * _BUDGET.value,
+            eval_every_seconds=60 * _EVAL_EVERY.value)
+  result = summarize(ledger.read_run(run_dir))
+  result.update(budget_minutes=_BUDGET.value, run_dir=str(run_dir), num_envs=config.num_envs)
+  print(json.dumps(result))
+
+
+if __name__ == "__main__":
+  app.run(main)
