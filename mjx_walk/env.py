@@ -13,6 +13,12 @@ final observation). `step` auto-resets a finished env in place and keeps the pre
 in `EnvState.final_obs`, so the trainer never bootstraps from the next episode's first frame.
 A non-finite physics state resets only its own env, is counted as `nonfinite`, and is replaced by
 zeros before it can reach any reward, observation or metric.
+
+For the batch audits (`mjx_walk.audit`) every step also reports, in `EnvState.metrics`, the trunk
+height and tilt it ended in before any auto-reset, each foot's contact at both ends of the step,
+its mean horizontal speed over the step and its air time, trunk or thigh contact with the ground,
+and whether the step ended the episode early. `EnvState.trace` records the first
+`audit.early_end_steps` states and actions of each episode, so that an early end can be replayed.
 """
 
 from __future__ import annotations
@@ -68,6 +74,32 @@ class TaskState:
   """int32 []: control steps since the episode began."""
   episode_return: jax.Array
   """float32 []: reward summed over the episode so far."""
+  foot_xy: jax.Array
+  """float32 [F, 2]: world-frame horizontal position of each foot at the end of the previous
+  step, m; differenced to give the foot's horizontal speed (audit only)."""
+
+
+@flax.struct.dataclass
+class EpisodeTrace:
+  """The first L = `audit.early_end_steps` control steps of the current episode, for replay.
+
+  Row 0 is the episode's reset state; row k the state after its k-th step, before any
+  auto-reset. A step that ends an episode leaves the trace in place (so the trainer can pick it
+  up from the returned state); the next step starts a new trace from the new episode's state.
+  Rows past `length` are stale.
+  """
+
+  qpos: jax.Array
+  """float32 [L + 1, nq]."""
+  qvel: jax.Array
+  """float32 [L + 1, nv]."""
+  action: jax.Array
+  """float32 [L, A]: the clipped action of each step."""
+  length: jax.Array
+  """int32 []: control steps taken since the reset (counts on past L)."""
+  first_step: jax.Array
+  """int32 []: `TaskState.step` at the reset state (0, except for an episode whose clock was
+  started late, as the trainer does to stagger the first episodes)."""
 
 
 @flax.struct.dataclass
@@ -91,10 +123,18 @@ class EnvState:
   family: families.FamilyParams
   """This env's seed-family draw; unchanged by auto-resets."""
   task: TaskState
+  trace: EpisodeTrace
   metrics: dict[str, jax.Array]
   """Logging only: `reward/<term>` scaled per-step terms, `tracking/lin_vel_error` (m/s, xy)
   and `tracking/yaw_rate_error` (rad/s) of this step, and `episode/return`, `episode/length` of
-  the episode that ended on this step (0 otherwise)."""
+  the episode that ended on this step (0 otherwise). Audit signals of this step, as float32 and
+  measured before any auto-reset: `audit/trunk_height` (m) and `audit/trunk_tilt` (degrees from
+  the floor normal); per foot [F], `audit/contact` and `audit/last_contact` (1 if on the ground
+  at the end and at the start of the step), `audit/foot_speed` (mean horizontal speed over the
+  step, m/s) and `audit/air_time` (s in the air, counting this step; read at touchdowns);
+  `audit/body_contact` (1 if the trunk or a thigh touches the ground) and `audit/early_end` (1 if
+  the step terminated an episode within `audit.early_end_steps` steps). A non-finite step
+  reports no change of foot contact, no foot speed and no body contact."""
 
 
 def _rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
@@ -130,6 +170,7 @@ class LocomotionEnv:
     self.dt = 1.0 / config.env.control_hz
     self.episode_steps = round(config.env.episode_seconds * config.env.control_hz)
     self.max_action_delay = int(config.families.action_delay_steps[1])
+    self.trace_steps = int(config.audit.early_end_steps)
 
     self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)  # [A]
     self._init_qpos = jnp.asarray(self.robot.init_qpos, jnp.float32)  # [nq]
@@ -153,6 +194,11 @@ class LocomotionEnv:
   @property
   def num_feet(self) -> int:
     return len(self.robot.foot_geom_ids)
+
+  @property
+  def foot_names(self) -> tuple[str, ...]:
+    """Short foot names in foot order ("FR", "FL", ...): the geom names without "_foot"."""
+    return tuple(name.removesuffix("_foot") for name in self.robot.spec.feet)
 
   def observation_spec(self) -> Observation:
     """Shapes of one env's observations, from an abstract trace of `reset` (no physics runs)."""
@@ -219,12 +265,25 @@ class LocomotionEnv:
         last_contact=foot_height < env.foot_contact_distance,
         step=step,
         episode_return=jnp.zeros(()),
+        foot_xy=data.geom_xpos[self._foot_geoms, :2],
+    )
+    trace = EpisodeTrace(
+        qpos=jnp.zeros((self.trace_steps + 1, self.model.nq)).at[0].set(data.qpos),
+        qvel=jnp.zeros((self.trace_steps + 1, self.model.nv)).at[0].set(data.qvel),
+        action=jnp.zeros((self.trace_steps, self.action_size)),
+        length=jnp.zeros((), jnp.int32),
+        first_step=step,
     )
     obs = self._observe(data, task, family, k_obs)
     zero = jnp.zeros(())
+    feet = jnp.zeros(self.num_feet)
     metrics = {f"reward/{name}": zero for name in self._reward_scales}
     metrics.update({name: zero for name in ("tracking/lin_vel_error", "tracking/yaw_rate_error",
                                             "episode/return", "episode/length")})
+    metrics.update({f"audit/{name}": zero for name in (
+        "trunk_height", "trunk_tilt", "body_contact", "early_end")})
+    metrics.update({f"audit/{name}": feet for name in (
+        "contact", "last_contact", "foot_speed", "air_time")})
     return EnvState(
         data=data,
         obs=obs,
@@ -236,6 +295,7 @@ class LocomotionEnv:
         key=key,
         family=family,
         task=task,
+        trace=trace,
         metrics=metrics,
     )
 
@@ -358,9 +418,8 @@ class LocomotionEnv:
     up = _rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))  # [3] floor normal, trunk frame
     fell = (data.qpos[2] < env.fall_height) | (
         up[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
-    body_contact = jnp.zeros((), bool)
-    if env.terminate_on_body_contact:
-      body_contact = self._touches_floor(data, self._body_contact_geoms) & finite
+    body_touch = self._touches_floor(data, self._body_contact_geoms) & finite
+    body_contact = body_touch if env.terminate_on_body_contact else jnp.zeros((), bool)
     at_limit = jnp.zeros((), bool)
     if env.terminate_on_joint_limit:
       margin = env.joint_limit_margin
@@ -403,6 +462,7 @@ class LocomotionEnv:
     reward = shaped + scaled.get("termination", 0.0)
     episode_return = state.task.episode_return + reward
 
+    foot_xy = data.geom_xpos[self._foot_geoms, :2]  # [F, 2]
     task = TaskState(
         command=command,
         last_action=action,
@@ -411,9 +471,11 @@ class LocomotionEnv:
         last_contact=contact,
         step=step_count,
         episode_return=episode_return,
+        foot_xy=foot_xy,
     )
     obs = self._observe(data, task, family, k_obs)
     done = terminated | truncated
+    trace = self._record(state, data, action)
     metrics = {f"reward/{name}": value for name, value in scaled.items()}
     tracking_error = jnp.where(finite, jnp.stack([
         jnp.linalg.norm(lin_vel[:2] - state.task.command[:2]),
@@ -422,6 +484,18 @@ class LocomotionEnv:
     metrics["tracking/yaw_rate_error"] = tracking_error[1]
     metrics["episode/return"] = jnp.where(done, episode_return, 0.0)
     metrics["episode/length"] = jnp.where(done, step_count, 0).astype(jnp.float32)
+    # AUDIT SIGNALS (see mjx_walk.audit). A diverged step reports no contact event.
+    speed = jnp.linalg.norm(foot_xy - state.task.foot_xy, axis=-1) / self.dt  # [F]
+    metrics["audit/trunk_height"] = data.qpos[2]
+    metrics["audit/trunk_tilt"] = jnp.degrees(jnp.arccos(jnp.clip(up[2], -1.0, 1.0)))
+    metrics["audit/contact"] = jnp.where(finite, contact, state.task.last_contact).astype(
+        jnp.float32)
+    metrics["audit/last_contact"] = state.task.last_contact.astype(jnp.float32)
+    metrics["audit/foot_speed"] = jnp.where(finite, speed, 0.0)
+    metrics["audit/air_time"] = air_time
+    metrics["audit/body_contact"] = body_touch.astype(jnp.float32)
+    metrics["audit/early_end"] = (terminated & (trace.length <= self.trace_steps)).astype(
+        jnp.float32)
 
     # AUTO-RESET
     fresh = self.reset(k_reset, family)
@@ -436,5 +510,29 @@ class LocomotionEnv:
         key=key,
         family=family,
         task=_tree_where(done, fresh.task, task),
+        trace=trace,
         metrics=metrics,
+    )
+
+  def _record(self, state: EnvState, data: mjx.Data, action: jax.Array) -> EpisodeTrace:
+    """The episode trace after this step: `data` (before any auto-reset) and `action` appended.
+
+    A step that follows an episode end starts a new trace from `state.data`, the new episode's
+    reset state. Rows are written with a one-hot select rather than a scatter, which stays
+    vectorised under `vmap`.
+    """
+    trace = state.trace
+    restart = state.terminated | state.truncated
+    length = jnp.where(restart, 0, trace.length)  # steps before this one
+    first_row = (jnp.arange(self.trace_steps + 1) == 0)[:, None]  # [L + 1, 1]
+    qpos = jnp.where(restart & first_row, state.data.qpos, trace.qpos)  # [L + 1, nq]
+    qvel = jnp.where(restart & first_row, state.data.qvel, trace.qvel)  # [L + 1, nv]
+    state_row = (jnp.arange(self.trace_steps + 1) == length + 1)[:, None]  # [L + 1, 1]
+    action_row = (jnp.arange(self.trace_steps) == length)[:, None]  # [L, 1]
+    return EpisodeTrace(
+        qpos=jnp.where(state_row, data.qpos, qpos),
+        qvel=jnp.where(state_row, data.qvel, qvel),
+        action=jnp.where(action_row, action, trace.action),
+        length=length + 1,
+        first_step=state.task.step - length,
     )

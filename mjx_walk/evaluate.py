@@ -7,6 +7,11 @@ and noise-free observations, from reset keys fixed by the panel seed, so the sam
 the same numbers. One jitted pass collects everything; `summarize` reduces it per stratum on the
 host.
 
+The same pass also records `EpisodeTraces` of one env per stratum (the first env of the stratum's
+first family): its qpos and command at every control step and how its episode ended, enough to
+render a video of it (`mjx_walk.report`). They are a few hundred kilobytes and cost no extra
+compile: `Evaluator.__call__` and `Evaluator.run_with_traces` run the same jitted function.
+
 Per stratum:
   success_rate     share of episodes that did not terminate (no fall, body contact, joint limit or
                    non-finite state) AND whose mean tracking errors are below
@@ -85,6 +90,44 @@ def accumulate(stats: EpisodeStats, state: env_lib.EnvState) -> EpisodeStats:
   )
 
 
+@flax.struct.dataclass
+class EpisodeTraces:
+  """What one env per stratum did in an evaluation, for replay. Host NumPy after `device_get`.
+
+  S is the number of strata, T = the panel's episode steps. Row s follows env `env_index[s]`, the
+  first env of stratum s. `qpos[s, t]` is the state the policy acted on at control step t
+  (t = 0 is the reset state), so steps 0 .. length[s] - 1 are the episode; the state the episode
+  ended in is not kept (the env's auto-reset replaces it), and rows past the end belong to the
+  next episode, which is not the evaluated one.
+  """
+
+  env_index: jax.Array
+  """int32 [S]: the traced env of each stratum, in panel order."""
+  family_index: jax.Array
+  """int32 [S]: its evaluation family (env_index % E)."""
+  qpos: jax.Array
+  """float32 [S, T, nq]: the state at the start of each control step."""
+  command: jax.Array
+  """float32 [S, T, 3]: (vx m/s, vy m/s, yaw rate rad/s) the policy was given at each step."""
+  length: jax.Array
+  """int32 [S]: control steps in the episode, including the one that ended it."""
+  reason: jax.Array
+  """int32 [S]: the `ResetReason` that ended it."""
+  episode_return: jax.Array
+  """float32 [S]."""
+  gravity: jax.Array
+  """float32 [S, 3]: the family's world-frame gravity (tilted on a slope), m/s^2."""
+
+
+def trace_env_indices(panel: config_lib.PanelConfig) -> np.ndarray:
+  """The env traced in each stratum: the first env of the stratum's first family. int [S].
+
+  Env j is in evaluation family j % E and families are stratum-major, so the first family of
+  stratum s is family s * families_per_stratum, and the env with that same index is its first env.
+  """
+  return np.arange(len(panel.strata)) * panel.families_per_stratum
+
+
 def panel_config(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
   """The config the panel's env runs: the panel's episode length and noise-free observations."""
   env = dataclasses.replace(
@@ -99,13 +142,21 @@ class Evaluator:
   config: config_lib.TrainConfig
   manifest: families.Manifest
   env: env_lib.LocomotionEnv
-  run: Callable[[networks.ActorCriticParams, normalizer.NormalizerState], EpisodeStats]
-  """Jitted (params, normalizer) -> final EpisodeStats, leaves [panel.num_envs]."""
+  run: Callable[[networks.ActorCriticParams, normalizer.NormalizerState],
+                tuple[EpisodeStats, EpisodeTraces]]
+  """Jitted (params, normalizer) -> (final EpisodeStats with leaves [panel.num_envs], the
+  EpisodeTraces of one env per stratum)."""
 
   def __call__(self, params: networks.ActorCriticParams,
                norm: normalizer.NormalizerState) -> dict[str, Any]:
     """Evaluates and summarizes: the per-stratum metrics as plain Python numbers."""
-    return summarize(jax.device_get(self.run(params, norm)), self.manifest, self.config)
+    return self.run_with_traces(params, norm)[0]
+
+  def run_with_traces(self, params: networks.ActorCriticParams,
+                      norm: normalizer.NormalizerState) -> tuple[dict[str, Any], EpisodeTraces]:
+    """Evaluates once: (the per-stratum metrics, one traced episode per stratum as NumPy)."""
+    stats, traces = jax.device_get(self.run(params, norm))
+    return summarize(stats, self.manifest, self.config), traces
 
 
 def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
@@ -123,22 +174,36 @@ def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
   family_params = families.for_envs(manifest.eval_params(), num_envs)  # leaves [N, ...]
   reset_keys = jax.random.split(jax.random.key(config.panel.seed), num_envs)
   batched_step = jax.vmap(env.step)
+  traced = trace_env_indices(config.panel)  # [S]
 
-  def run(params: networks.ActorCriticParams, norm: normalizer.NormalizerState) -> EpisodeStats:
+  def run(params: networks.ActorCriticParams, norm: normalizer.NormalizerState
+          ) -> tuple[EpisodeStats, EpisodeTraces]:
 
     def step(carry: tuple[env_lib.EnvState, EpisodeStats], _):
-      """Carry: (batched env state, episode stats). No per-step output."""
+      """Carry: (batched env state, episode stats). Output: the traced envs' qpos and command."""
       state, stats = carry
+      seen = (state.data.qpos[traced], state.task.command[traced])  # [S, nq], [S, 3]
       obs = state.obs
       if config.ppo.normalize_observations:
         obs = normalizer.normalize(norm, obs)
       mean, _ = nets.policy(params, obs["policy"])  # [N, A] deterministic: the mean action
       state = batched_step(state, mean)
-      return (state, accumulate(stats, state)), None
+      return (state, accumulate(stats, state)), seen
 
     state = jax.vmap(env.reset)(reset_keys, family_params)
-    (_, stats), _ = jax.lax.scan(step, (state, empty_stats(num_envs)), None, env.episode_steps)
-    return stats
+    (_, stats), (qpos, command) = jax.lax.scan(
+        step, (state, empty_stats(num_envs)), None, env.episode_steps)  # [T, S, nq], [T, S, 3]
+    traces = EpisodeTraces(
+        env_index=jnp.asarray(traced, jnp.int32),
+        family_index=jnp.asarray(traced % len(manifest.eval_families), jnp.int32),
+        qpos=jnp.swapaxes(qpos, 0, 1),  # [S, T, nq]
+        command=jnp.swapaxes(command, 0, 1),  # [S, T, 3]
+        length=stats.length[traced],
+        reason=stats.reason[traced],
+        episode_return=stats.episode_return[traced],
+        gravity=family_params.gravity[traced],  # [S, 3]
+    )
+    return stats, traces
 
   return Evaluator(config=config, manifest=manifest, env=env, run=jax.jit(run))
 

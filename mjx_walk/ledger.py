@@ -4,7 +4,9 @@ One JSON object per line, each with a `kind`:
   recipe  the run's batch geometry, policy lag, family counts, devices, packages, commit and
           manifest hash; the first record (a resumed run appends another);
   update  one per PPO update: speed, returns, every reward term, reset-reason shares, advantage
-          and loss statistics, learning rate, device memory;
+          and loss statistics, learning rate, device memory, and the batch audits
+          (`mjx_walk.audit`: contact events, reward shares, synchrony, and as JSON objects and
+          lists the reset reasons per family and the fall height and tilt histograms);
   eval    one per held-out panel evaluation, per stratum.
 
   python -m mjx_walk.ledger runs/<run>              # recipe, last update, latest evaluation
@@ -30,6 +32,7 @@ from absl import app
 import jax
 import numpy as np
 
+from mjx_walk import audit
 from mjx_walk import config as config_lib
 from mjx_walk import trainer as trainer_lib
 
@@ -131,7 +134,9 @@ def update_records(metrics: dict[str, np.ndarray], *, first_update: int, batch_s
     device_memory: bytes in use on device 0 (`current_device_memory`), or None.
 
   Returns:
-    K records; each update is reduced on its own by `trainer.summarize`.
+    K records; each update is reduced on its own by `trainer.summarize` (scalars) and
+    `audit.summarize` (the non-scalar audits, as JSON objects and lists). The `trace/...`
+    metrics are not recorded here (`audit.write_traces` writes them to files).
   """
   num_updates = len(next(iter(metrics.values())))
   records = []
@@ -140,7 +145,9 @@ def update_records(metrics: dict[str, np.ndarray], *, first_update: int, batch_s
     record = {"kind": "update", "update": update, "env_steps": update * batch_size,
               "perf/sps": sps, "perf/wall_seconds": wall_seconds,
               "device/memory_bytes": device_memory}
-    record.update(trainer_lib.summarize({key: value[k:k + 1] for key, value in metrics.items()}))
+    update_metrics = {key: value[k:k + 1] for key, value in metrics.items()}
+    record.update(trainer_lib.summarize(update_metrics))
+    record.update(audit.summarize(update_metrics))
     records.append(record)
   return records
 

@@ -16,7 +16,13 @@ current chunk, saves, and exits 0 with the command that resumes the run.
 
 from __future__ import annotations
 
-import copy
+import os
+
+# MuJoCo picks its OpenGL backend when first imported; videos render headless through EGL unless
+# the user chose another backend (osmesa for software rendering).
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import copy  # pylint: disable=g-import-not-at-top,wrong-import-position
 import datetime
 import json
 import pathlib
@@ -32,11 +38,13 @@ from absl import logging
 import jax
 from ml_collections import config_flags
 
+from mjx_walk import audit
 from mjx_walk import checkpoint
 from mjx_walk import config as config_lib
 from mjx_walk import evaluate
 from mjx_walk import families
 from mjx_walk import ledger
+from mjx_walk import report
 from mjx_walk import trainer as trainer_lib
 
 _CONFIG = config_flags.DEFINE_config_dataclass(
@@ -72,15 +80,29 @@ def format_progress(env_steps: int, total: int, sps: float, record: dict[str, fl
 
 def _evaluate(evaluator: evaluate.Evaluator, carry: trainer_lib.Carry,
               config: config_lib.TrainConfig, run_dir: pathlib.Path, run_start: float,
-              log: ledger.Ledger) -> dict:
-  """Runs the held-out panel, appends the eval record, and writes eval/<update>.json."""
+              log: ledger.Ledger, videos: bool) -> dict:
+  """Runs the held-out panel, appends the eval record, and writes eval/<update>.json; with
+  `videos`, also saves one traced episode per stratum and renders videos/<update>/."""
   update = int(carry.train.update_step)
-  result = evaluator(carry.train.params, carry.train.normalizer)
+  result, traces = evaluator.run_with_traces(carry.train.params, carry.train.normalizer)
   record = ledger.eval_record(result, update=update, env_steps=update * config.batch_size,
                               wall_seconds=time.perf_counter() - run_start)
   log.write(record)
   (run_dir / "eval").mkdir(exist_ok=True)
   (run_dir / "eval" / f"{update}.json").write_text(json.dumps(record, indent=1))
+  if videos:
+    start = time.perf_counter()
+    report.save_traces(run_dir, update, traces, evaluator.manifest)
+    try:
+      rendered = report.render_videos(run_dir, update, config)
+    except Exception as error:  # pylint: disable=broad-except
+      # Pictures never stop a run: the traces are saved and `python -m mjx_walk.report
+      # --videos` renders them later, on a machine with OpenGL.
+      print(f"videos skipped ({type(error).__name__}: {error}); the traces are in "
+            f"{report.traces_path(run_dir, update)}", flush=True)
+    else:
+      print(f"{len(rendered)} videos in {rendered[0].parent} "
+            f"({time.perf_counter() - start:.0f} s)", flush=True)
   return record
 
 
@@ -182,6 +204,7 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = Fa
       carry, metrics = trainer.train_chunk(carry)
       metrics = jax.device_get(metrics)  # waits for the chunk; the only host sync per chunk
       seconds = time.perf_counter() - start
+      audit.write_traces(run_dir, metrics, first_update, config.audit.max_traces)
       sps = config.env_steps_per_chunk / seconds
       for record in ledger.update_records(
           metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
@@ -196,12 +219,14 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = Fa
       now = time.perf_counter()
       last = chunk + 1 == config.num_chunks or (
           wall_budget_seconds is not None and now - run_start >= wall_budget_seconds)
-      due = (every and (chunk + 1) % every == 0) or (
+      video_every = config.report.video_every_chunks
+      videos_due = bool(video_every) and (chunk + 1) % video_every == 0
+      due = videos_due or (every and (chunk + 1) % every == 0) or (
           eval_every_seconds is not None and now - last_eval_time >= eval_every_seconds)
       evaluation = None
       if due and not last and not stop.requested:
         last_eval_time = now
-        evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log)
+        evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log, videos_due)
         print(f"held-out panel at {steps:,} env steps:\n"
               f"{ledger.format_eval_table(evaluation)}", flush=True)
       if stop.requested:
@@ -211,7 +236,7 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = Fa
               f"checkpoint {path}.\nresume with: python -m mjx_walk.train --resume={run_dir}")
         return run_dir
       if last:
-        evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log)
+        evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log, videos=True)
         last_eval = evaluation
       # A checkpoint goes with every evaluation, so the best one by held-out score is on disk.
       if last or evaluation is not None or (chunk + 1) % config.checkpoint.every_chunks == 0:
@@ -227,9 +252,11 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = Fa
   if last_eval is not None:
     print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
           f"steps):\n{ledger.format_eval_table(last_eval)}")
+  built = report.build(run_dir, log=lambda _: None)
   print(f"done. config: {run_dir / 'config.json'}  manifest: {run_dir / 'manifest.json'}  "
         f"ledger: {run_dir / ledger.FILENAME}  evaluations: {run_dir / 'eval'}  "
-        f"checkpoints: {checkpoint.directory(run_dir)}")
+        f"checkpoints: {checkpoint.directory(run_dir)}  report: {built.report} (plots, videos "
+        f"and audit flags; rebuild with python -m mjx_walk.report {run_dir})")
   return run_dir
 
 

@@ -11,6 +11,11 @@ Nothing inside a chunk returns to the host. The carry is donated, so the env sta
 optimizer state are updated in place. The host loop (`mjx_walk.train`) moves the stacked metrics
 off the device once per chunk and reduces them with `summarize`.
 
+Every update also runs the batch audits of `mjx_walk.audit` on its [T, N] rollout (reset reasons
+per family, fall heights and tilts, contact events, reward shares, reset synchrony, effective
+families per minibatch) and picks up to `audit.traces_per_update` early-end traces while the
+rollout runs; all of it leaves the jit with the chunk's metrics (`trace/...` keys for the traces).
+
 Batching is `jax.vmap` over a leading env axis with no per-device logic and no `pmap`, so the env
 axis can later be sharded over devices with `jax.sharding` without touching this file's math.
 """
@@ -28,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from mjx_walk import audit
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
 from mjx_walk import families
@@ -120,6 +126,7 @@ def make_trainer(
   manifest = manifest or families.make_manifest(config)
   num_families = len(manifest.train_families)
   env_families = families.for_envs(manifest.train_params(), config.num_envs)  # leaves [N, ...]
+  num_traces = config.audit.traces_per_update
   ppo_cfg = config.ppo
   num_envs, unroll = config.num_envs, config.unroll_length
   obs_spec = env.observation_spec()
@@ -189,20 +196,42 @@ def make_trainer(
     )
     return (train, next_env), transition
 
-  def collect(
+  def audited_rollout_step(
+      carry: tuple[TrainState, env_lib.EnvState, audit.Traces], key: jax.Array
+  ) -> tuple[tuple[TrainState, env_lib.EnvState, audit.Traces], Transition]:
+    """`rollout_step`, also picking this step's early ends while their traces are in the state."""
+    train, env_state, picked = carry
+    (train, env_state), transition = rollout_step((train, env_state), key)
+    if num_traces:
+      picked = audit.pick_traces(
+          picked, env_state.metrics["audit/early_end"] > 0.5, env_state.trace,
+          env_state.family.index, env_state.reset_reason)
+    return (train, env_state, picked), transition
+
+  def audited_collect(
       train: TrainState, env_state: env_lib.EnvState
-  ) -> tuple[TrainState, env_lib.EnvState, Transition]:
+  ) -> tuple[TrainState, env_lib.EnvState, Transition, audit.Traces]:
     """`unroll_length` vmapped steps under the current policy; consumes one split of train.key.
 
     Returns:
-      The train state (normalizer updated, key advanced), the env state after the rollout, and
-      the stacked transitions, leaves [T, N, ...].
+      The train state (normalizer updated, key advanced), the env state after the rollout, the
+      stacked transitions (leaves [T, N, ...]), and the first `audit.traces_per_update` early
+      ends of the rollout.
     """
     key, k_rollout = jax.random.split(train.key)
-    (train, env_state), traj = jax.lax.scan(
-        rollout_step, (train.replace(key=key), env_state), jax.random.split(k_rollout, unroll))
+    one_trace = jax.tree.map(lambda x: x[0], env_state.trace)
+    picked = audit.empty_traces(num_traces, one_trace)
+    (train, env_state, picked), traj = jax.lax.scan(
+        audited_rollout_step, (train.replace(key=key), env_state, picked),
+        jax.random.split(k_rollout, unroll))
     chex.assert_shape(traj.reward, (unroll, num_envs))
-    return train, env_state, traj
+    return train, env_state, traj, picked
+
+  def collect(
+      train: TrainState, env_state: env_lib.EnvState
+  ) -> tuple[TrainState, env_lib.EnvState, Transition]:
+    """`audited_collect` without the traces (the compiler drops their picking)."""
+    return audited_collect(train, env_state)[:3]
 
   def minibatch_step(
       carry: tuple[networks.ActorCriticParams, optax.OptState], batch: ppo.Batch
@@ -226,14 +255,16 @@ def make_trainer(
     minibatches = jax.tree.map(
         lambda x: x[permutation].reshape((ppo_cfg.num_minibatches, -1) + x.shape[1:]), batch)
     carry, loss_metrics = jax.lax.scan(minibatch_step, carry, minibatches)
-    loss_metrics["families/per_minibatch"] = _families_per_minibatch(
-        permutation.reshape(ppo_cfg.num_minibatches, -1), num_envs, num_families)
+    counts = _family_counts(
+        permutation.reshape(ppo_cfg.num_minibatches, -1), num_envs, num_families)  # [M, F]
+    loss_metrics["families/per_minibatch"] = jnp.sum(counts > 0, axis=1)  # [M]
+    loss_metrics["sync/effective_families"] = audit.effective_families(counts)  # [M]
     return carry, loss_metrics
 
   def update_step(carry: Carry, _) -> tuple[Carry, Metrics]:
     """One PPO update. Carry: `Carry`. Output: this update's metrics, scalars."""
     # COLLECT TRAJECTORIES
-    train, env_state, traj = collect(carry.train, carry.env)
+    train, env_state, traj, traces = audited_collect(carry.train, carry.env)
     key, k_epochs = jax.random.split(train.key)
 
     # CALCULATE ADVANTAGE
@@ -269,9 +300,17 @@ def make_trainer(
     train = train.replace(
         params=params, opt_state=opt_state, key=key, update_step=train.update_step + 1)
 
-    fewest_families = jnp.min(loss_metrics.pop("families/per_minibatch"))
+    fewest_families = jnp.min(loss_metrics.pop("families/per_minibatch"))  # over [E, M]
+    fewest_effective = jnp.min(loss_metrics.pop("sync/effective_families"))  # over [E, M]
     metrics = _update_metrics(traj, advantages, returns, loss_metrics)
     metrics["families/min_per_minibatch"] = fewest_families.astype(jnp.float32)
+    metrics["sync/min_effective_families"] = fewest_effective
+    metrics.update(audit.rollout_metrics(
+        traj.metrics, traj.reset_reason, traj.terminated | traj.truncated,
+        num_families=num_families, audit=config.audit, foot_names=env.foot_names))
+    if num_traces:
+      metrics.update({f"trace/{field.name}": getattr(traces, field.name)
+                      for field in dataclasses.fields(traces)})
     metrics["policy/std_mean"] = jnp.mean(nets.policy(params, batch.policy_obs[:1])[1])
     metrics["ppo/learning_rate"] = ppo.get_learning_rate(opt_state)
     return Carry(train=train, env=env_state), metrics
@@ -315,13 +354,12 @@ def _traced_once(fn: Callable) -> Callable:
   return guarded
 
 
-def _families_per_minibatch(samples: jax.Array, num_envs: int, num_families: int) -> jax.Array:
-  """Distinct families among each minibatch's samples. samples: [M, B] indices into the
-  flattened [T*N] batch, whose sample s came from env s % N, of family (s % N) % F. Returns [M]."""
+def _family_counts(samples: jax.Array, num_envs: int, num_families: int) -> jax.Array:
+  """Samples of each family in each minibatch. samples: [M, B] indices into the flattened
+  [T*N] batch, whose sample s came from env s % N, of family (s % N) % F. Returns int32 [M, F]."""
   family = (samples % num_envs) % num_families  # [M, B]
   rows = jnp.arange(samples.shape[0])[:, None]  # [M, 1]
-  present = jnp.zeros((samples.shape[0], num_families), bool).at[rows, family].set(True)
-  return jnp.sum(present, axis=1)  # [M]
+  return jnp.zeros((samples.shape[0], num_families), jnp.int32).at[rows, family].add(1)
 
 
 def _update_metrics(
@@ -350,17 +388,35 @@ def _update_metrics(
 
 
 def summarize(metrics: dict[str, np.ndarray]) -> dict[str, float]:
-  """Host-side reduction of one chunk's stacked metrics (leaves [K]) to one record.
+  """Host-side reduction of one chunk's stacked scalar metrics (leaves [K]) to one record.
 
   Episode statistics are pooled over every episode that ended in the chunk; the reset-reason
-  shares are fractions of those episode ends. Everything else is the mean over the K updates.
+  shares are fractions of those episode ends, and so is `audit/early_end_share`. Swing times
+  are pooled over the chunk's touchdowns (`contact/air_time_mean`; the 90th percentile is the
+  mean over updates that had any); both are NaN without touchdowns. Keys with `/min_` take the
+  minimum over the K updates and keys with `/max_` the maximum; everything else is the mean.
+  The `trace/...` metrics and the non-scalar audits ([K, ...] leaves; see `audit.summarize`)
+  are left out.
   """
   record = {}
   count = float(np.sum(metrics["episode/count"]))
   for key, value in metrics.items():
-    if key.endswith("_sum") or key == "episode/count" or key.startswith("reset/"):
+    value = np.asarray(value)
+    if (key.endswith("_sum") or key == "episode/count" or key.startswith(("reset/", "trace/"))
+        or value.ndim > 1 or key == "contact/air_time_p90"):
       continue
-    record[key] = float(np.mean(value))
+    reduce = np.min if "/min_" in key else np.max if "/max_" in key else np.mean
+    record[key] = float(reduce(value))
+  if "contact/touchdowns" in metrics:
+    touchdowns = np.asarray(metrics["contact/touchdowns"])  # [K]
+    swings = float(np.sum(touchdowns))
+    record["contact/air_time_mean"] = (
+        float(np.sum(metrics["contact/air_time_sum"]) / swings) if swings else float("nan"))
+    p90 = np.asarray(metrics["contact/air_time_p90"])[touchdowns > 0]
+    record["contact/air_time_p90"] = float(np.mean(p90)) if p90.size else float("nan")
+  if "audit/early_ends" in metrics:
+    record["audit/early_end_share"] = (
+        float(np.sum(metrics["audit/early_ends"]) / count) if count else float("nan"))
   record["episode/count"] = count
   record["episode/return"] = float(np.sum(metrics["episode/return_sum"]) / count) if count else float("nan")
   record["episode/length"] = float(np.sum(metrics["episode/length_sum"]) / count) if count else float("nan")

@@ -5,6 +5,11 @@ import tempfile
 
 from absl import flags
 
+# Offscreen rendering (tests/test_report.py) needs a headless GL backend. MuJoCo picks it when it
+# is first imported, so this is set before any test module imports mujoco; `.ci/run` installs the
+# EGL (and the OSMesa fallback) libraries. Export MUJOCO_GL=osmesa to use software rendering.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
 # Many tests compile the same small programs (the env step, a tiny trainer chunk, the panel), in
 # several xdist workers and in subprocesses that inherit this environment. JAX's persistent
 # compilation cache turns every repeat into a disk read. Set before any test module imports jax.

@@ -69,6 +69,9 @@ def _reset(reset, seed: int = 0):
   return reset(_keys(seed=seed), _families())
 
 
+R_NONE, R_FALL = int(env_lib.ResetReason.NONE), int(env_lib.ResetReason.FALL)
+
+
 def _select(tree, i):
   return jax.tree.map(lambda x: x[i], tree)
 
@@ -94,6 +97,19 @@ class EnvTest(chex.TestCase):
     chex.assert_shape(state.task.command, (NUM_ENVS, 3))
     for name in config_lib.RewardConfig().scales():
       chex.assert_shape(state.metrics[f"reward/{name}"], (NUM_ENVS,))
+    for name in ("trunk_height", "trunk_tilt", "body_contact", "early_end"):
+      chex.assert_shape(state.metrics[f"audit/{name}"], (NUM_ENVS,))
+    for name in ("contact", "last_contact", "foot_speed", "air_time"):
+      chex.assert_shape(state.metrics[f"audit/{name}"], (NUM_ENVS, num_feet))
+    steps = env.trace_steps
+    self.assertEqual(steps, env.config.audit.early_end_steps)
+    chex.assert_shape(state.trace.qpos, (NUM_ENVS, steps + 1, env.model.nq))
+    chex.assert_shape(state.trace.qvel, (NUM_ENVS, steps + 1, env.model.nv))
+    chex.assert_shape(state.trace.action, (NUM_ENVS, steps, num_actions))
+    chex.assert_shape(state.task.foot_xy, (NUM_ENVS, num_feet, 2))
+    self.assertEqual(env.foot_names, ("FR", "FL", "RR", "RL"))
+    # Reset and step produce the same metrics tree (the trainer's scan carries it).
+    chex.assert_trees_all_equal_shapes_and_dtypes(_reset(reset).metrics, state.metrics)
     chex.assert_tree_all_finite(state.metrics)
     # only_positive: the shaped part of the reward is clipped at 0, the termination added after.
     shaped = sum(state.metrics[f"reward/{name}"] for name in config_lib.RewardConfig().scales()
@@ -108,12 +124,12 @@ class EnvTest(chex.TestCase):
 
     def body(state, _):
       state = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
-      return state, (state.data.qpos[:, 2], state.reset_reason)
+      return state, (state.data.qpos[:, 2], state.reset_reason, state.metrics)
 
     # Nominal conditions (the evaluation panel's `flat` families): no pushes, no payload, no
     # actuator delay, so standing still is the whole story.
     state = reset(_keys(), _flat_families())
-    state, (heights, reasons) = jax.lax.scan(body, state, None, num_steps)
+    state, (heights, reasons, metrics) = jax.lax.scan(body, state, None, num_steps)
     chex.assert_tree_all_finite(state.data.qpos)
     np.testing.assert_array_equal(reasons, env_lib.ResetReason.NONE)
     self.assertGreater(float(heights.min()), 0.22)
@@ -124,6 +140,17 @@ class EnvTest(chex.TestCase):
     # Level within 6 degrees: the trunk's centre of mass sits 2 cm ahead of the hips, so the
     # PD-held stance pitches forward by about 4 degrees.
     np.testing.assert_allclose(gravity, np.tile([0.0, 0.0, -1.0], (NUM_ENVS, 1)), atol=0.1)
+    # The audit signals agree: every foot on the ground on every step, none slipping (by the
+    # audit's threshold) once settled, no body contact, the trunk level and at standing height.
+    # Planted feet still creep at about 2 cm/s: MuJoCo's soft contacts allow a little sliding.
+    np.testing.assert_array_equal(metrics["audit/contact"], 1.0)
+    np.testing.assert_array_equal(metrics["audit/last_contact"], 1.0)
+    settled = round(0.5 * env.config.env.control_hz)
+    np.testing.assert_array_less(metrics["audit/foot_speed"][settled:],
+                                 env.config.audit.slip_speed / 2)
+    np.testing.assert_array_equal(metrics["audit/body_contact"], 0.0)
+    np.testing.assert_array_less(metrics["audit/trunk_tilt"], 6.0)
+    np.testing.assert_allclose(metrics["audit/trunk_height"], heights, atol=1e-6)
 
   def test_same_key_same_state(self):
     env = _env()
@@ -251,6 +278,40 @@ class EnvTest(chex.TestCase):
     self.assertEqual(int(nxt.reset_reason[1]), env_lib.ResetReason.BODY_CONTACT)
     self.assertTrue(bool(nxt.terminated[1]))
     np.testing.assert_array_equal(np.asarray(nxt.reset_reason)[[0, 2, 3]], env_lib.ResetReason.NONE)
+
+  def test_trace_records_the_episode_and_outlives_its_end(self):
+    env = _quiet_env()
+    reset, step = _jitted(env)
+    state = _reset(reset)
+    qpos0 = np.asarray(state.data.qpos)
+    np.testing.assert_array_equal(state.trace.qpos[:, 0], qpos0)  # row 0: the reset state
+    actions = 0.3 * jax.random.normal(jax.random.key(5), (3, NUM_ENVS, env.action_size))
+    seen = [qpos0]
+    for action in actions:
+      state = step(state, action)
+      seen.append(np.asarray(state.data.qpos))
+    np.testing.assert_array_equal(state.trace.length, 3)
+    np.testing.assert_array_equal(state.trace.first_step, 0)
+    np.testing.assert_array_equal(np.swapaxes(state.trace.qpos[:, :4], 0, 1), np.stack(seen))
+    np.testing.assert_array_equal(np.swapaxes(state.trace.action[:, :3], 0, 1), actions)
+    np.testing.assert_array_equal(state.metrics["audit/early_end"], 0.0)
+
+    # Env 1 drops below the fall height on its 4th step: an early end (4 <= 10 steps).
+    dropped = state.replace(data=state.data.replace(qpos=state.data.qpos.at[1, 2].set(0.1)))
+    ended = step(dropped, actions[0])
+    np.testing.assert_array_equal(ended.reset_reason, [R_NONE, R_FALL, R_NONE, R_NONE])
+    np.testing.assert_array_equal(ended.metrics["audit/early_end"], [0, 1, 0, 0])
+    self.assertLess(float(ended.metrics["audit/trunk_height"][1]), 0.18)
+    # The returned state is the next episode's, but the trace still holds the one that ended,
+    # including the state it ended in.
+    self.assertEqual(int(ended.trace.length[1]), 4)
+    self.assertLess(float(ended.trace.qpos[1, 4, 2]), 0.18)
+    self.assertGreater(float(ended.data.qpos[1, 2]), 0.25)
+    # The next step starts a new trace from the new episode's reset state.
+    after = step(ended, actions[1])
+    np.testing.assert_array_equal(after.trace.length, [5, 1, 5, 5])
+    np.testing.assert_array_equal(after.trace.qpos[1, 0], ended.data.qpos[1])
+    np.testing.assert_array_equal(after.trace.qpos[1, 1], after.data.qpos[1])
 
   def test_joint_limit(self):
     env = _quiet_env()

@@ -1,5 +1,6 @@
 """Tests for mjx_walk.evaluate: episode accounting on constructed steps, per-stratum metrics on
-constructed episodes, and a deterministic jitted pass over a small panel."""
+constructed episodes, and a deterministic jitted pass over a small panel with the traces of one
+env per stratum."""
 
 from absl.testing import absltest
 import chex
@@ -118,6 +119,9 @@ class EvaluatorTest(absltest.TestCase):
 
   def test_deterministic_one_pass_over_the_panel(self):
     cfg = small_config()
+    # Two families per stratum, so the traced env of each stratum is not simply env s.
+    cfg.panel.families_per_stratum = 2
+    cfg.panel.envs_per_family = 1
     manifest = families.make_manifest(cfg)
     nets = networks.make_actor_critic(action_size=12, actor_hidden_sizes=(16,),
                                       critic_hidden_sizes=(16,), activation="elu", init_std=0.5)
@@ -129,9 +133,9 @@ class EvaluatorTest(absltest.TestCase):
     # The panel's env: noise-free observations and the panel's episode length.
     self.assertEqual(evaluator.env.env_config.obs_noise_scale, 0.0)
     self.assertEqual(evaluator.env.episode_steps, 10)
-    stats = jax.device_get(evaluator.run(params, norm))
+    stats, traces = jax.device_get(evaluator.run(params, norm))
     again = jax.device_get(evaluator.run(params, norm))
-    chex.assert_trees_all_equal(stats, again)
+    chex.assert_trees_all_equal((stats, traces), again)
     chex.assert_shape(stats.length, (cfg.panel.num_envs,))
     # Every episode ended, within the panel's length, for a reason.
     self.assertFalse(stats.alive.any())
@@ -140,10 +144,49 @@ class EvaluatorTest(absltest.TestCase):
 
     result = evaluator(params, norm)
     self.assertEqual(sorted(result["strata"]), sorted(cfg.panel.strata))
+    per_stratum = cfg.panel.families_per_stratum * cfg.panel.envs_per_family
     for metrics in result["strata"].values():
-      self.assertEqual(metrics["num_envs"], cfg.panel.envs_per_family)
-      self.assertEqual(sum(metrics["reset"].values()), cfg.panel.envs_per_family)
+      self.assertEqual(metrics["num_envs"], per_stratum)
+      self.assertEqual(sum(metrics["reset"].values()), per_stratum)
       self.assertBetween(metrics["success_rate"], 0.0, 1.0)
+
+    # The traced pass is the same compiled function, and summarizes the same.
+    summary, host_traces = evaluator.run_with_traces(params, norm)
+    self.assertEqual(summary, result)
+    chex.assert_trees_all_equal(host_traces, traces)
+    self.assertEqual(evaluator.run._cache_size(), 1)  # pylint: disable=protected-access
+    self._check_traces(cfg, manifest, evaluator, stats, traces)
+
+  def _check_traces(self, cfg, manifest, evaluator, stats, traces):
+    strata, steps, nq = len(cfg.panel.strata), 10, evaluator.env.model.nq
+    chex.assert_shape(traces.qpos, (strata, steps, nq))
+    chex.assert_shape(traces.command, (strata, steps, 3))
+    chex.assert_shape(traces.gravity, (strata, 3))
+    for leaf in (traces.env_index, traces.family_index, traces.length, traces.reason,
+                 traces.episode_return):
+      chex.assert_shape(leaf, (strata,))
+    # The first env of each stratum: env j is in family j % E, families are stratum-major.
+    np.testing.assert_array_equal(traces.env_index, [0, 2, 4, 6, 8])
+    np.testing.assert_array_equal(traces.family_index, traces.env_index % 10)
+    self.assertEqual([manifest.eval_strata[f] for f in traces.family_index],
+                     list(cfg.panel.strata))
+    # How each traced episode ended is what the statistics say of that env.
+    np.testing.assert_array_equal(traces.length, stats.length[traces.env_index])
+    np.testing.assert_array_equal(traces.reason, stats.reason[traces.env_index])
+    np.testing.assert_array_equal(traces.episode_return, stats.episode_return[traces.env_index])
+    # Step 0 is the reset state (the panel's fixed reset keys), and the command it was given; to
+    # float rounding, since the reset compiled alone and inside the scan may differ in the last
+    # bit of the spawn quaternion's sin/cos.
+    num_envs = cfg.panel.num_envs
+    params = families.for_envs(manifest.eval_params(), num_envs)
+    keys = jax.random.split(jax.random.key(cfg.panel.seed), num_envs)
+    reset = jax.device_get(jax.jit(jax.vmap(evaluator.env.reset))(keys, params))
+    np.testing.assert_allclose(traces.qpos[:, 0], reset.data.qpos[traces.env_index], atol=1e-6)
+    np.testing.assert_allclose(traces.command[:, 0], reset.task.command[traces.env_index],
+                               atol=1e-6)
+    np.testing.assert_array_equal(traces.gravity, np.asarray(params.gravity)[traces.env_index])
+    # After the first step the robot has moved.
+    self.assertTrue(np.all(np.abs(traces.qpos[:, 1] - traces.qpos[:, 0]).max(axis=-1) > 0))
 
 
 if __name__ == "__main__":

@@ -131,6 +131,28 @@ def test_update_records_one_per_update():
   assert not any(key.endswith("_sum") for key in first)
 
 
+def test_update_records_hold_the_audits_as_json(tmp_path):
+  metrics = two_update_metrics()
+  by_family = np.zeros((2, 3, 5))  # K = 2 updates, F = 3 families, R = 5 reasons
+  by_family[0, 1, 0] = 1  # update 1: family 1 fell once ...
+  by_family[0, 2, 1] = 1  # ... and family 2 timed out once
+  heights = np.zeros((2, 18))
+  heights[0, 6] = 1  # the fall: trunk at 0.15 .. 0.175 m
+  metrics.update({"audit/resets_by_family": by_family, "audit/fall_height_counts": heights,
+                  "audit/fall_tilt_counts": np.zeros((2, 18)),
+                  "trace/valid": np.zeros((2, 2), bool), "trace/qpos": np.zeros((2, 2, 11, 19))})
+  first, second = ledger.update_records(metrics, first_update=0, batch_size=96, sps=1.0,
+                                        wall_seconds=1.0, device_memory=None)
+  assert first["audit/resets_by_family"] == {"1": {"fall": 1}, "2": {"timeout": 1}}
+  assert first["audit/fall_height_counts"] == [0] * 6 + [1] + [0] * 11
+  assert second["audit/resets_by_family"] == {}
+  assert not any(key.startswith("trace/") for key in first)
+  with ledger.Ledger(tmp_path / ledger.FILENAME) as book:
+    book.write(first)
+  assert ledger.read(tmp_path / ledger.FILENAME)[0]["audit/resets_by_family"] == {
+      "1": {"fall": 1}, "2": {"timeout": 1}}
+
+
 def test_ledger_round_trip(tmp_path):
   path = tmp_path / ledger.FILENAME
   r = ledger.recipe(big_config(), stand_in_manifest())

@@ -63,6 +63,14 @@ class TrainerTest(chex.TestCase):
 
     for record in records:
       self.assertBetween(record["families/min_per_minibatch"], 1, cfg.families.num_train_families)
+      # Effective families never exceed the distinct ones (equal only for equal shares).
+      self.assertBetween(record["sync/min_effective_families"], 1,
+                         record["families/min_per_minibatch"] + 1e-5)
+      shares = [record[f"reward_share/{name}"] for name in trainer.env._reward_scales]
+      self.assertAlmostEqual(sum(shares), 1.0, places=5)
+      for foot in trainer.env.foot_names:
+        self.assertBetween(record[f"contact/ground_share/{foot}"], 0.0, 1.0)
+      self.assertBetween(record["sync/max_reset_share"], record["sync/mean_reset_share"], 1.0)
     # Env i trains in family i % F.
     np.testing.assert_array_equal(carry.env.family.index, np.arange(cfg.num_envs) % 4)
     # One trace for both chunks (the chex guard inside make_trainer would also raise).
@@ -75,6 +83,18 @@ class TrainerTest(chex.TestCase):
     self.assertTrue(all(jax.tree.leaves(changed)))  # every actor and critic leaf was trained
     # The normalizer saw exactly one observation per env step.
     self.assertEqual(float(carry.train.normalizer.count), 2 * cfg.env_steps_per_chunk)
+    # The reset histogram by family holds every episode end of the update, and its falls are
+    # the fall histograms' entries.
+    by_family = metrics["audit/resets_by_family"]  # [K, F, R]
+    np.testing.assert_allclose(by_family.sum(axis=(1, 2)), metrics["episode/count"])
+    falls = metrics["reset/fall"]  # [K]
+    np.testing.assert_allclose(by_family[..., 0].sum(axis=1), falls)
+    np.testing.assert_allclose(metrics["audit/fall_height_counts"].sum(axis=1), falls)
+    np.testing.assert_allclose(metrics["audit/fall_tilt_counts"].sum(axis=1), falls)
+    # Traces are valid only for early ends, and as many as the update had, up to the limit.
+    valid = metrics["trace/valid"]  # [K, S]
+    np.testing.assert_array_equal(
+        valid.sum(axis=1), np.minimum(metrics["audit/early_ends"], cfg.audit.traces_per_update))
     # Episodes are 5 control steps long, so each update of 6 steps ends every env once or more.
     for record in records:
       self.assertGreaterEqual(record["episode/count"], cfg.num_envs)
@@ -91,11 +111,33 @@ class TrainerTest(chex.TestCase):
     trainer = trainer_lib.make_trainer(cfg)
     carry = trainer.init(jax.random.key(0))
     shapes = jax.eval_shape(trainer.train_chunk, carry)[1]
-    for key in ("loss/approx_kl", "loss/clipfrac", "loss/explained_variance", "policy/std_mean",
-                "ppo/learning_rate", "reward/total", "reward/tracking_lin_vel",
-                "episode/return_sum", "reset/fall", "reset/timeout", "reset/nonfinite"):
+    k = cfg.updates_per_chunk
+    scalars = ["loss/approx_kl", "loss/clipfrac", "loss/explained_variance", "policy/std_mean",
+               "ppo/learning_rate", "reward/total", "reward/tracking_lin_vel",
+               "episode/return_sum", "reset/fall", "reset/timeout", "reset/nonfinite",
+               "audit/early_ends", "contact/touchdowns", "contact/liftoffs", "contact/slips",
+               "contact/stumbles", "contact/stumble_touchdowns", "contact/body_contacts",
+               "contact/air_time_sum", "contact/air_time_p90", "sync/max_reset_share",
+               "sync/mean_reset_share", "sync/min_effective_families",
+               "families/min_per_minibatch"]
+    scalars += [f"contact/ground_share/{foot}" for foot in ("FR", "FL", "RR", "RL")]
+    scalars += [f"reward_share/{name}" for name, scale in cfg.reward.scales().items() if scale]
+    for key in scalars:
       self.assertIn(key, shapes)
-      self.assertEqual(shapes[key].shape, (cfg.updates_per_chunk,))
+      self.assertEqual(shapes[key].shape, (k,), key)
+    nq, nv = trainer.env.model.nq, trainer.env.model.nv
+    s, steps, a = cfg.audit.traces_per_update, cfg.audit.early_end_steps, trainer.env.action_size
+    arrays = {
+        "audit/resets_by_family": (k, cfg.families.num_train_families, 5),
+        "audit/fall_height_counts": (k, 18), "audit/fall_tilt_counts": (k, 18),
+        "trace/qpos": (k, s, steps + 1, nq), "trace/qvel": (k, s, steps + 1, nv),
+        "trace/action": (k, s, steps, a), "trace/family": (k, s), "trace/env": (k, s),
+        "trace/reason": (k, s), "trace/length": (k, s), "trace/first_step": (k, s),
+        "trace/valid": (k, s),
+    }
+    for key, shape in arrays.items():
+      self.assertIn(key, shapes)
+      self.assertEqual(shapes[key].shape, shape, key)
 
   def test_invalid_config_fails_before_compiling(self):
     cfg = tiny_config()
@@ -115,7 +157,26 @@ class SummarizeTest(absltest.TestCase):
         "reset/timeout": np.array([0.0, 1.0, 2.0]),
         "reward/total": np.array([1.0, 2.0, 3.0]),
     }
+    metrics.update({
+        "contact/touchdowns": np.array([0.0, 2.0, 6.0]),
+        "contact/air_time_sum": np.array([0.0, 0.4, 1.2]),
+        "contact/air_time_p90": np.array([0.0, 0.3, 0.5]),
+        "audit/early_ends": np.array([0.0, 1.0, 0.0]),
+        "sync/max_reset_share": np.array([0.1, 0.5, 0.2]),
+        "sync/min_effective_families": np.array([3.0, 2.5, 4.0]),
+        "audit/resets_by_family": np.zeros((3, 2, 5)),
+        "trace/valid": np.zeros((3, 2), bool),
+    })
     record = trainer_lib.summarize(metrics)
+    # Swings pooled over touchdowns: 1.6 s / 8; the 90th percentile averaged over the updates
+    # that had touchdowns: (0.3 + 0.5) / 2.
+    self.assertAlmostEqual(record["contact/air_time_mean"], 0.2)
+    self.assertAlmostEqual(record["contact/air_time_p90"], 0.4)
+    self.assertEqual(record["audit/early_end_share"], 0.25)  # 1 of 4 episode ends
+    self.assertEqual(record["sync/max_reset_share"], 0.5)  # the worst update
+    self.assertEqual(record["sync/min_effective_families"], 2.5)
+    self.assertNotIn("audit/resets_by_family", record)  # non-scalar: audit.summarize's
+    self.assertFalse(any(key.startswith("trace/") for key in record))
     self.assertEqual(record["episode/return"], 2.0)
     self.assertEqual(record["episode/length"], 10.0)
     self.assertEqual(record["reset/fall"], 0.25)
@@ -123,17 +184,21 @@ class SummarizeTest(absltest.TestCase):
     self.assertEqual(record["reward/total"], 2.0)
     empty = trainer_lib.summarize({k: v[:1] for k, v in metrics.items()})
     self.assertTrue(np.isnan(empty["episode/return"]))
+    self.assertTrue(np.isnan(empty["contact/air_time_mean"]))  # no touchdown, no swing
+    self.assertTrue(np.isnan(empty["contact/air_time_p90"]))
+    self.assertTrue(np.isnan(empty["audit/early_end_share"]))
 
 
-class FamiliesPerMinibatchTest(absltest.TestCase):
+class FamilyCountsTest(absltest.TestCase):
 
-  def test_counts_distinct_families(self):
+  def test_counts_samples_per_family(self):
     # N = 4 envs, F = 2 families: env e is in family e % 2; sample s came from env s % 4.
     samples = np.array([[0, 4, 8, 2],    # envs 0, 0, 0, 2 -> family 0 only
                         [1, 3, 5, 7],    # envs 1, 3, 1, 3 -> family 1 only
-                        [0, 1, 6, 11]])  # envs 0, 1, 2, 3 -> both
-    counts = trainer_lib._families_per_minibatch(samples, num_envs=4, num_families=2)
-    np.testing.assert_array_equal(counts, [1, 1, 2])
+                        [0, 1, 6, 11],   # envs 0, 1, 2, 3 -> both, equally
+                        [0, 2, 4, 3]])   # envs 0, 2, 0, 3 -> 3 from family 0, 1 from family 1
+    counts = trainer_lib._family_counts(samples, num_envs=4, num_families=2)
+    np.testing.assert_array_equal(counts, [[4, 0], [0, 4], [2, 2], [3, 1]])
 
 
 class TrainCliTest(absltest.TestCase):
@@ -160,8 +225,20 @@ class TrainCliTest(absltest.TestCase):
     for key in ("perf/sps", "episode/return", "episode/length", "reset/fall", "reward/pose",
                 "advantage/mean", "advantage/std", "loss/approx_kl", "loss/clipfrac",
                 "loss/explained_variance", "policy/std_mean", "ppo/learning_rate",
-                "families/min_per_minibatch", "device/memory_bytes"):
+                "families/min_per_minibatch", "device/memory_bytes", "audit/early_ends",
+                "audit/early_end_share", "contact/slips", "contact/stumbles",
+                "contact/air_time_mean", "contact/ground_share/FR", "reward_share/pose",
+                "sync/max_reset_share", "sync/min_effective_families"):
       self.assertIn(key, updates[0])
+    # Non-scalar audits are JSON: the reset reasons per family, sparse, and the histograms.
+    for record in updates:
+      by_family = record["audit/resets_by_family"]
+      self.assertEqual(sum(n for reasons in by_family.values() for n in reasons.values()),
+                       record["episode/count"])
+      self.assertTrue(set(by_family) <= {str(f) for f in range(cfg.families.num_train_families)})
+      self.assertLen(record["audit/fall_height_counts"], 18)
+      self.assertLen(record["audit/fall_tilt_counts"], 18)
+      self.assertFalse(any(key.startswith("trace/") for key in record))
     evals = [r for r in records if r["kind"] == "eval"]
     self.assertEqual([r["update"] for r in evals], [2, 4])
     self.assertEqual(evals[-1]["panel_hash"], manifest.panel_hash)

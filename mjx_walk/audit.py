@@ -1,0 +1,573 @@
+"""Batch audits: when a massively parallel run fails, did the policy fail, or did the batch lie?
+
+This module owns the audits of each PPO update's [T, N] rollout and the plain-words flags drawn
+from them. Each audit is a pure function of arrays; the trainer calls them inside the jitted chunk
+(no host round-trip) and they come out with the chunk's stacked metrics. The host only formats.
+
+  termination  reset reasons per family ([F, R] counts), trunk height and tilt at every `fall`
+               (histograms over `FALL_HEIGHT_BINS` and `FALL_TILT_BINS`), and early ends:
+               episodes that terminate within `audit.early_end_steps` control steps, with up to
+               `audit.traces_per_update` of their state traces per update, to be replayed.
+  contacts     touchdowns, lift-offs, foot slips, stumbles, swing (air) times, and each foot's
+               share of control steps on the ground, counted over the update batch.
+  rewards      each reward term's share of the total absolute reward.
+  sync         the largest share of envs that reset in the same control step, and the effective
+               number of families in a minibatch (inverse Simpson index, `effective_families`).
+
+Contact events are counted per foot and per control step from four per-step signals the env
+emits (`audit/contact`, `audit/last_contact`, `audit/foot_speed`, `audit/air_time`):
+  touchdown    the foot is in contact at the end of the step and was not at its start;
+  lift-off     the reverse;
+  slip         the foot is in contact at both ends of the step and its mean horizontal speed over
+               the step exceeds `audit.slip_speed`;
+  stumble      a touchdown whose mean horizontal speed over the step exceeds
+               `audit.stumble_speed` (the foot hits the ground while still swinging forward), or
+               a step on which the trunk or a thigh touches the ground (`audit/body_contact`,
+               counted once per env and step);
+  swing        at each touchdown, the seconds the foot spent in the air before it (the quantity
+               the `feet_air_time` reward pays at touchdown); reported as the mean and the 90th
+               percentile (nearest rank) over the batch's touchdowns.
+A foot's horizontal speed is the displacement of its sphere's centre over the control step
+divided by the control period (`LocomotionEnv` keeps the previous foot positions in
+`TaskState.foot_xy`), so it is a mean over the step, not an instantaneous velocity.
+
+Host functions: `summarize` (the non-scalar audit metrics as JSON for the ledger),
+`write_traces` / `load_trace` / `replay_trace` (early-end traces in `traces/` of a run folder,
+re-simulated in MJX), and `flags` (plain-words warnings from the ledger's update records).
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+from typing import Any, Mapping, Sequence
+
+import chex
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk import env as env_lib
+from mjx_walk import families
+
+Metrics = dict[str, jax.Array]
+
+FALL_HEIGHT_BINS: np.ndarray = np.round(np.arange(0.0, 0.45 + 1e-9, 0.025), 3)
+"""Edges, m, of the trunk-height histogram at `fall` resets: 18 bins of 2.5 cm from 0 to 0.45 m.
+Values outside land in the outer bins."""
+FALL_TILT_BINS: np.ndarray = np.arange(0.0, 180.0 + 1e-9, 10.0)
+"""Edges, degrees from the floor normal, of the trunk-tilt histogram at `fall` resets: 18 bins
+of 10 degrees from 0 (level) to 180 (upside down)."""
+REASON_NAMES: tuple[str, ...] = env_lib.REASON_NAMES
+"""Columns of the per-family reset histogram: every `ResetReason` but NONE, in code order."""
+TRACE_DIR = "traces"
+"""Early-end traces are written to this folder of the run folder."""
+CONTACT_EVENTS: tuple[tuple[str, str], ...] = (
+    ("contact/slips", "foot slips"),
+    ("contact/stumbles", "stumbles"),
+    ("contact/touchdowns", "touchdowns"),
+    ("contact/liftoffs", "lift-offs"),
+)
+"""The counted contact events that `flags` checks against `audit.min_event_count`."""
+SYNC_FLAG_SHARE = 0.1
+"""`flags` reports a reset burst when more than this share of envs reset in one step ..."""
+SYNC_FLAG_RATIO = 10.0
+"""... and that share is this many times the update's mean share of envs resetting per step."""
+MIN_EFFECTIVE_FAMILY_SHARE = 0.5
+"""`flags` reports minibatches spanning fewer effective families than this share of the
+training families."""
+
+
+# IN THE JIT: PURE REDUCTIONS OF ONE UPDATE'S ROLLOUT
+
+
+def masked_histogram(values: jax.Array, mask: jax.Array, edges: np.ndarray) -> jax.Array:
+  """Counts of `values` where `mask` holds, over fixed bins; outliers go to the outer bins.
+
+  Args:
+    values: float, any shape.
+    mask: bool, the shape of `values`.
+    edges: float [B + 1], increasing; bin b is [edges[b], edges[b + 1]).
+
+  Returns:
+    float32 [B]: counts.
+  """
+  chex.assert_equal_shape([values, mask])
+  num_bins = len(edges) - 1
+  index = jnp.searchsorted(jnp.asarray(edges[1:-1], jnp.float32), values.reshape(-1),
+                           side="right")  # [V] in 0 .. B-1
+  return jnp.bincount(index, weights=mask.reshape(-1).astype(jnp.float32), length=num_bins)
+
+
+def reset_histogram_by_family(reset_reason: jax.Array, num_families: int) -> jax.Array:
+  """How often each reset reason occurred in each family.
+
+  Args:
+    reset_reason: int32 [T, N], a `ResetReason` per step (NONE when the episode went on). Env n
+      is in family n % num_families.
+    num_families: F; N must be divisible by it.
+
+  Returns:
+    float32 [F, R]: counts; column r is `REASON_NAMES[r]` (code r + 1).
+  """
+  _, num_envs = reset_reason.shape
+  codes = jnp.arange(1, len(REASON_NAMES) + 1)  # [R]
+  per_env = jnp.sum(reset_reason[..., None] == codes, axis=0)  # [N, R]
+  per_env = per_env.reshape(num_envs // num_families, num_families, -1)  # [N/F, F, R]
+  return jnp.sum(per_env, axis=0).astype(jnp.float32)  # [F, R]
+
+
+def fall_histograms(reset_reason: jax.Array, trunk_height: jax.Array,
+                    trunk_tilt: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Trunk height and tilt on the steps that ended in `fall`.
+
+  Args:
+    reset_reason: int32 [T, N].
+    trunk_height: float32 [T, N], m above the floor, before the auto-reset.
+    trunk_tilt: float32 [T, N], degrees between the trunk's up axis and the floor normal.
+
+  Returns:
+    (float32 [len(FALL_HEIGHT_BINS) - 1], float32 [len(FALL_TILT_BINS) - 1]) counts.
+  """
+  fell = reset_reason == env_lib.ResetReason.FALL  # [T, N]
+  return (masked_histogram(trunk_height, fell, FALL_HEIGHT_BINS),
+          masked_histogram(trunk_tilt, fell, FALL_TILT_BINS))
+
+
+def contact_events(contact: jax.Array, last_contact: jax.Array, foot_speed: jax.Array,
+                   air_time: jax.Array, body_contact: jax.Array, *, slip_speed: float,
+                   stumble_speed: float) -> Metrics:
+  """Counts the contact events of a batch (definitions in the module docstring).
+
+  Args:
+    contact: bool [T, N, F], each foot on the ground at the end of each step.
+    last_contact: bool [T, N, F], the same at the start of the step (across an auto-reset, the
+      new episode's first state, so no event straddles two episodes).
+    foot_speed: float32 [T, N, F], mean horizontal foot speed over the step, m/s.
+    air_time: float32 [T, N, F], at a touchdown the seconds the foot was in the air; read only
+      where a touchdown happens.
+    body_contact: bool [T, N], the trunk or a thigh touches the ground.
+    slip_speed: m/s.
+    stumble_speed: m/s.
+
+  Returns:
+    Scalars (float32) summed over the batch: `touchdowns`, `liftoffs`, `slips`,
+    `stumble_touchdowns`, `body_contacts`, `stumbles` (the last two added), `air_time_sum`
+    (seconds, over all touchdowns), `air_time_p90` (seconds; 0 without touchdowns), and
+    `ground_share` float32 [F], the share of steps each foot ended on the ground.
+  """
+  touchdown = contact & ~last_contact  # [T, N, F]
+  liftoff = ~contact & last_contact  # [T, N, F]
+  slip = contact & last_contact & (foot_speed > slip_speed)  # [T, N, F]
+  stumble_touchdown = touchdown & (foot_speed > stumble_speed)  # [T, N, F]
+  count = lambda x: jnp.sum(x).astype(jnp.float32)
+  num_touchdowns = jnp.sum(touchdown)
+  swings = jnp.where(touchdown, air_time, jnp.inf).reshape(-1)  # [T*N*F]
+  # Nearest-rank 90th percentile: the smallest swing with at least 90% of swings at or below it.
+  rank = jnp.clip(jnp.ceil(0.9 * num_touchdowns).astype(jnp.int32) - 1, 0, swings.shape[0] - 1)
+  p90 = jnp.where(num_touchdowns > 0, jnp.sort(swings)[rank], 0.0)
+  return {
+      "touchdowns": count(touchdown),
+      "liftoffs": count(liftoff),
+      "slips": count(slip),
+      "stumble_touchdowns": count(stumble_touchdown),
+      "body_contacts": count(body_contact),
+      "stumbles": count(stumble_touchdown) + count(body_contact),
+      "air_time_sum": jnp.sum(jnp.where(touchdown, air_time, 0.0)),
+      "air_time_p90": p90,
+      "ground_share": jnp.mean(contact.astype(jnp.float32), axis=(0, 1)),  # [F]
+  }
+
+
+def reward_shares(terms: Mapping[str, jax.Array]) -> Metrics:
+  """Each term's share of the total absolute reward of the batch.
+
+  Args:
+    terms: {name: float32 [T, N] scaled per-step term} (before any only-positive clip).
+
+  Returns:
+    {name: float32 []}, summing to 1 (all 0 when every term is 0).
+  """
+  totals = {name: jnp.sum(jnp.abs(value)) for name, value in terms.items()}
+  whole = sum(totals.values(), jnp.zeros(()))
+  return {name: total / jnp.maximum(whole, 1e-12) for name, total in totals.items()}
+
+
+def reset_sync(done: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """How synchronized the batch's resets are.
+
+  Args:
+    done: bool [T, N], the step ended an episode (terminated or truncated).
+
+  Returns:
+    (largest share of envs that ended an episode in the same step, mean share per step), float32.
+  """
+  per_step = jnp.mean(done.astype(jnp.float32), axis=1)  # [T]
+  return jnp.max(per_step), jnp.mean(per_step)
+
+
+def effective_families(counts: jax.Array) -> jax.Array:
+  """The effective number of independent families in each minibatch.
+
+  Defined as the inverse Simpson index (sum_f c_f)^2 / sum_f c_f^2 over the counts c_f of the
+  minibatch's samples from each family f: the number of equally represented families that would
+  give the same chance that two samples drawn from the minibatch share a family. It equals the
+  number of distinct families when they are equally represented and is smaller when a few
+  families dominate. It counts families, not envs: envs of one family share terrain, commands
+  and randomization, so they are not independent evidence.
+
+  Args:
+    counts: float [M, F], samples per family in each of M minibatches.
+
+  Returns:
+    float32 [M].
+  """
+  counts = counts.astype(jnp.float32)
+  total = jnp.sum(counts, axis=-1)  # [M]
+  return jnp.square(total) / jnp.maximum(jnp.sum(jnp.square(counts), axis=-1), 1.0)
+
+
+@flax.struct.dataclass
+class Traces:
+  """Early-end episodes picked from one update, fixed size S with a validity mask.
+
+  L is `audit.early_end_steps`. Row s holds one episode that terminated after `length[s]` <= L
+  control steps: its states 0 .. length (0 is the reset state, `length` the state it ended in,
+  before the auto-reset) and the actions 0 .. length - 1 that led from each to the next. Entries
+  past `length`, and rows with `valid` false, are zeros.
+  """
+
+  qpos: jax.Array
+  """float32 [S, L + 1, nq]."""
+  qvel: jax.Array
+  """float32 [S, L + 1, nv]."""
+  action: jax.Array
+  """float32 [S, L, A]: the clipped policy actions."""
+  family: jax.Array
+  """int32 [S]: training family index."""
+  env: jax.Array
+  """int32 [S]: env index in the batch."""
+  reason: jax.Array
+  """int32 [S]: the `ResetReason` that ended the episode."""
+  length: jax.Array
+  """int32 [S]: control steps the episode lasted."""
+  first_step: jax.Array
+  """int32 [S]: the env's episode clock at the reset state (0, except for the staggered first
+  episode of a run); pushes are scheduled on this clock, so a replay needs it."""
+  valid: jax.Array
+  """bool [S]."""
+
+
+def empty_traces(num_traces: int, trace: env_lib.EpisodeTrace) -> Traces:
+  """S empty rows shaped like one env's `EpisodeTrace` (leaves without a batch axis)."""
+  zeros = lambda x: jnp.zeros((num_traces,) + x.shape, x.dtype)
+  ints = jnp.zeros((num_traces,), jnp.int32)
+  return Traces(qpos=zeros(trace.qpos), qvel=zeros(trace.qvel), action=zeros(trace.action),
+                family=ints, env=ints, reason=ints, length=ints, first_step=ints,
+                valid=jnp.zeros((num_traces,), bool))
+
+
+def pick_traces(picked: Traces, early_end: jax.Array, trace: env_lib.EpisodeTrace,
+                family: jax.Array, reason: jax.Array) -> Traces:
+  """Adds this step's early ends to the free rows of `picked`, lowest env index first.
+
+  Called once per rollout step, while the ended episodes' traces are still in the env state
+  (the next step starts a new trace). Once S rows are filled, later early ends are not kept.
+
+  Args:
+    picked: rows filled so far, S of them.
+    early_end: bool [N], the env's episode terminated early on this step.
+    trace: the batched `EpisodeTrace` after the step, leaves [N, ...].
+    family: int32 [N], each env's family index.
+    reason: int32 [N], each env's reset reason on this step.
+
+  Returns:
+    `picked` with up to S - filled new rows.
+  """
+  num_slots = picked.valid.shape[0]
+  (index,) = jnp.nonzero(early_end, size=num_slots, fill_value=0)  # [S] first S early ends
+  rank = jnp.arange(num_slots)  # [S]
+  new = rank < jnp.sum(early_end)  # [S]
+  # Row j of the candidates goes to slot filled + j; invalid or overflowing rows are dropped.
+  slot = jnp.where(new, jnp.sum(picked.valid) + rank, num_slots)  # [S]
+  length = trace.length[index]  # [S]
+  states = jnp.arange(trace.qpos.shape[1])[None, :] <= length[:, None]  # [S, L + 1]
+  actions = jnp.arange(trace.action.shape[1])[None, :] < length[:, None]  # [S, L]
+  rows = Traces(
+      qpos=jnp.where(states[..., None], trace.qpos[index], 0.0),
+      qvel=jnp.where(states[..., None], trace.qvel[index], 0.0),
+      action=jnp.where(actions[..., None], trace.action[index], 0.0),
+      family=family[index],
+      env=index.astype(jnp.int32),
+      reason=reason[index],
+      length=length,
+      first_step=trace.first_step[index],
+      valid=jnp.ones((num_slots,), bool),
+  )
+  return jax.tree.map(lambda old, x: old.at[slot].set(x, mode="drop"), picked, rows)
+
+
+def rollout_metrics(signals: Mapping[str, jax.Array], reset_reason: jax.Array, done: jax.Array,
+                    *, num_families: int, audit: config_lib.AuditConfig,
+                    foot_names: Sequence[str]) -> Metrics:
+  """Every audit of one update's rollout, for the chunk's metrics.
+
+  Args:
+    signals: the rollout's stacked env metrics, leaves [T, N, ...]: `reward/<term>` and the
+      env's `audit/...` signals.
+    reset_reason: int32 [T, N].
+    done: bool [T, N], terminated or truncated.
+    num_families: F; env n is in family n % F.
+    audit: thresholds.
+    foot_names: F names in the env's foot order, for the `contact/ground_share/<foot>` keys.
+
+  Returns:
+    Scalars except `audit/resets_by_family` [F, R], `audit/fall_height_counts` and
+    `audit/fall_tilt_counts` [B].
+  """
+  metrics = {"audit/resets_by_family": reset_histogram_by_family(reset_reason, num_families)}
+  heights, tilts = fall_histograms(
+      reset_reason, signals["audit/trunk_height"], signals["audit/trunk_tilt"])
+  metrics["audit/fall_height_counts"] = heights
+  metrics["audit/fall_tilt_counts"] = tilts
+  metrics["audit/early_ends"] = jnp.sum(signals["audit/early_end"]).astype(jnp.float32)
+
+  events = contact_events(
+      signals["audit/contact"] > 0.5, signals["audit/last_contact"] > 0.5,
+      signals["audit/foot_speed"], signals["audit/air_time"], signals["audit/body_contact"] > 0.5,
+      slip_speed=audit.slip_speed, stumble_speed=audit.stumble_speed)
+  ground_share = events.pop("ground_share")  # [F]
+  metrics.update({f"contact/{name}": value for name, value in events.items()})
+  for i, foot in enumerate(foot_names):
+    metrics[f"contact/ground_share/{foot}"] = ground_share[i]
+
+  terms = {key[len("reward/"):]: value for key, value in signals.items()
+           if key.startswith("reward/")}
+  metrics.update({f"reward_share/{name}": share for name, share in reward_shares(terms).items()})
+  metrics["sync/max_reset_share"], metrics["sync/mean_reset_share"] = reset_sync(done)
+  return metrics
+
+
+# ON THE HOST
+
+
+def summarize(metrics: Mapping[str, np.ndarray]) -> dict[str, Any]:
+  """The non-scalar audit metrics of K updates, summed over them, as JSON-ready values.
+
+  Args:
+    metrics: a chunk's (or one update's) stacked metrics on the host, leaves [K, ...].
+
+  Returns:
+    `audit/resets_by_family`: {"<family index>": {"<reason>": count}}, non-zero counts only;
+    `audit/fall_height_counts` and `audit/fall_tilt_counts`: lists of int counts over the bins
+    `FALL_HEIGHT_BINS` and `FALL_TILT_BINS`.
+  """
+  record: dict[str, Any] = {}
+  if "audit/resets_by_family" in metrics:
+    counts = np.sum(np.asarray(metrics["audit/resets_by_family"]), axis=0)  # [F, R]
+    record["audit/resets_by_family"] = {
+        str(f): {REASON_NAMES[r]: int(round(counts[f, r])) for r in np.flatnonzero(counts[f])}
+        for f in np.flatnonzero(counts.sum(axis=1))}
+  for key in ("audit/fall_height_counts", "audit/fall_tilt_counts"):
+    if key in metrics:
+      record[key] = [int(round(c)) for c in np.sum(np.asarray(metrics[key]), axis=0)]
+  return record
+
+
+def write_traces(run_dir: pathlib.Path | str, metrics_chunk: Mapping[str, np.ndarray],
+                 first_update: int, max_traces: int) -> list[pathlib.Path]:
+  """Writes a chunk's early-end traces to `<run_dir>/traces/<update>_<i>.npz`.
+
+  Each file holds `qpos` [length + 1, nq], `qvel` [length + 1, nv], `action` [length, A],
+  `family`, `env`, `reason` (a `ResetReason` code), `reason_name`, `length`, `first_step` and
+  `update`. Files are written until the folder holds `max_traces` of them; a file of the same
+  name (an update redone after a resume) is overwritten.
+
+  Args:
+    run_dir: the run folder.
+    metrics_chunk: the chunk's metrics on the host; the `trace/...` leaves [K, S, ...].
+    first_update: updates done before this chunk (update k of the chunk is first_update + k + 1).
+    max_traces: the most trace files the folder may hold.
+
+  Returns:
+    The paths written, in order.
+  """
+  if "trace/valid" not in metrics_chunk:
+    return []
+  folder = pathlib.Path(run_dir) / TRACE_DIR
+  existing = len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
+  valid = np.asarray(metrics_chunk["trace/valid"])  # [K, S]
+  written = []
+  for k, i in zip(*np.nonzero(valid)):
+    update = first_update + int(k) + 1
+    path = folder / f"{update}_{i}.npz"
+    if not path.exists():
+      if existing >= max_traces:
+        break
+      existing += 1
+    get = lambda name: np.asarray(metrics_chunk[f"trace/{name}"][k, i])
+    length = int(get("length"))
+    folder.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as file:
+      np.savez(file, qpos=get("qpos")[:length + 1], qvel=get("qvel")[:length + 1],
+               action=get("action")[:length], family=get("family"), env=get("env"),
+               reason=get("reason"),
+               reason_name=np.str_(env_lib.ResetReason(int(get("reason"))).name.lower()),
+               length=np.int32(length), first_step=get("first_step"), update=np.int32(update))
+    written.append(path)
+  return written
+
+
+def load_trace(path: pathlib.Path | str) -> dict[str, np.ndarray]:
+  """One trace file written by `write_traces`, as a dict of arrays."""
+  with np.load(path) as data:
+    return {name: data[name] for name in data.files}
+
+
+@functools.lru_cache(maxsize=4)
+def _replayer(env: env_lib.LocomotionEnv):
+  """Jitted replay of `env.trace_steps` steps from a recorded first state (one compile per env)."""
+
+  def replay(family: families.FamilyParams, qpos: jax.Array, qvel: jax.Array,
+             first_step: jax.Array, actions: jax.Array) -> jax.Array:
+    state = env.reset(jax.random.key(0), family)
+    # The reset's own draw (joint noise, velocity noise) is replaced by the recorded state; the
+    # physics reads nothing else of the reset data (mjx.step recomputes every derived field).
+    state = state.replace(data=state.data.replace(qpos=qpos, qvel=qvel),
+                          task=state.task.replace(step=first_step))
+
+    def body(state, action):
+      state = env.step(state, action)
+      # The state the step ended in, before any auto-reset, as the env traced it.
+      last = jnp.minimum(state.trace.length, env.trace_steps)
+      return state, state.trace.qpos[last]
+
+    _, stepped = jax.lax.scan(body, state, actions)  # [L, nq]
+    return jnp.concatenate([qpos[None], stepped])  # [L + 1, nq]
+
+  return jax.jit(replay)
+
+
+def replay_trace(env: env_lib.LocomotionEnv, family_params: families.FamilyParams,
+                 trace: Mapping[str, Any]) -> np.ndarray:
+  """Re-simulates a recorded early end in MJX: the recorded actions from its first state.
+
+  Args:
+    env: an env built from the run's config.
+    family_params: the trace's family draw, one family without a leading axis (e.g. row
+      `trace["family"]` of `manifest.train_params()`).
+    trace: a dict as written by `write_traces` (`load_trace`): qpos, qvel, action, length and
+      first_step.
+
+  Returns:
+    float32 [length + 1, nq]: the replayed qpos, row 0 the recorded first state; compare with
+    `trace["qpos"]`.
+  """
+  length = int(trace["length"])
+  steps = env.trace_steps
+  if not 0 < length <= steps:
+    raise ValueError(f"trace length {length} is outside 1 .. audit.early_end_steps={steps}")
+  actions = np.zeros((steps, env.action_size), np.float32)
+  actions[:length] = np.asarray(trace["action"])[:length]
+  qpos = _replayer(env)(family_params, jnp.asarray(trace["qpos"][0], jnp.float32),
+                        jnp.asarray(trace["qvel"][0], jnp.float32),
+                        jnp.asarray(int(trace.get("first_step", 0)), jnp.int32),
+                        jnp.asarray(actions))
+  return np.asarray(qpos)[:length + 1]
+
+
+def _percent(share: float) -> str:
+  """12%, 2.5%, 0.31%: enough digits to be non-zero."""
+  if share >= 0.1 or share == 0:
+    return f"{share:.0%}"
+  return f"{share:.1%}" if share >= 0.01 else f"{share * 100:.2g}%"
+
+
+def _mean(records: Sequence[Mapping[str, Any]], key: str) -> float | None:
+  values = [r[key] for r in records if r.get(key) is not None]
+  return float(np.mean(values)) if values else None
+
+
+def flags(records: list[dict], config: config_lib.TrainConfig) -> list[str]:
+  """Audit warnings in plain words, from a run's ledger records.
+
+  Levels (contact-event counts, reward shares) are judged over the recent window: the last
+  quarter of the update records, at least one. Events (early ends, reset bursts, thin
+  minibatches) are judged over the whole run.
+    * a contact event (`CONTACT_EVENTS`) counted fewer than `audit.min_event_count` times per
+      batch on average over the window;
+    * any early end: the share of episodes that terminated within `audit.early_end_steps`;
+    * a reward term other than tracking holding more than `audit.dominant_share` of the
+      absolute reward over the window while the xy velocity tracking error did not fall from the
+      window's first half to its second (needs two updates or more);
+    * an update in which more than `SYNC_FLAG_SHARE` of the envs reset in the same step, and that
+      is `SYNC_FLAG_RATIO` times the update's mean per-step share (the worst one is named);
+    * a minibatch spanning fewer than `MIN_EFFECTIVE_FAMILY_SHARE` x num_train_families
+      effective families.
+
+  Args:
+    records: ledger records as read back (`ledger.read_run`); only `kind="update"` ones are used
+      (records without a kind count as updates).
+    config: the run's configuration (thresholds in `config.audit`).
+
+  Returns:
+    One sentence per flag; empty when nothing is wrong or there are no update records.
+  """
+  updates = [r for r in records if r.get("kind", "update") == "update"]
+  if not updates:
+    return []
+  audit = config.audit
+  window = updates[-max(1, len(updates) // 4):]
+  span = f"the last {len(window)} updates" if len(window) > 1 else "the last update"
+  over = f"mean over {span}" if len(window) > 1 else "in the last update"
+  out = []
+
+  for key, label in CONTACT_EVENTS:
+    count = _mean(window, key)
+    if count is not None and count < audit.min_event_count:
+      out.append(f"{label} appeared only {count:.0f} times per batch, under the "
+                 f"{audit.min_event_count} threshold ({over})")
+
+  early = sum(r.get("audit/early_ends") or 0.0 for r in updates)
+  episodes = sum(r.get("episode/count") or 0.0 for r in updates)
+  if early > 0 and episodes > 0:
+    out.append(f"{_percent(early / episodes)} of episodes ended within {audit.early_end_steps} "
+               f"steps (early ends: {early:.0f} of {episodes:.0f} over the run; their traces "
+               f"are in {TRACE_DIR}/)")
+
+  half = len(window) // 2
+  if half:
+    before = _mean(window[:half], "tracking/lin_vel_error")
+    after = _mean(window[half:], "tracking/lin_vel_error")
+    if before is not None and after is not None and after >= before:
+      terms = sorted({k for r in window for k in r if k.startswith("reward_share/")})
+      for key in terms:
+        term = key[len("reward_share/"):]
+        share = _mean(window, key)
+        if term.startswith("tracking") or share is None or share <= audit.dominant_share:
+          continue
+        out.append(f"reward term {term} holds {share:.0%} of the absolute reward while tracking "
+                   f"did not improve over {span} (xy velocity error {before:.2f} -> "
+                   f"{after:.2f} m/s)")
+
+  bursts = [r for r in updates if r.get("sync/max_reset_share") is not None
+            and r["sync/max_reset_share"] > SYNC_FLAG_SHARE
+            and r["sync/max_reset_share"] > SYNC_FLAG_RATIO * (r.get("sync/mean_reset_share") or 0)]
+  if bursts:
+    worst = max(bursts, key=lambda r: r["sync/max_reset_share"])
+    more = f"; {len(bursts)} updates had such a burst" if len(bursts) > 1 else ""
+    out.append(f"{_percent(worst['sync/max_reset_share'])} of envs reset in the same step at "
+               f"update {worst.get('update', '?')} (on average "
+               f"{_percent(worst.get('sync/mean_reset_share') or 0.0)} per step{more})")
+
+  num_families = config.families.num_train_families
+  thin = [r for r in updates if r.get("sync/min_effective_families") is not None]
+  if thin:
+    worst = min(thin, key=lambda r: r["sync/min_effective_families"])
+    if worst["sync/min_effective_families"] < MIN_EFFECTIVE_FAMILY_SHARE * num_families:
+      out.append(f"a minibatch spanned only {worst['sync/min_effective_families']:.1f} effective "
+                 f"families (inverse Simpson index) of {num_families} at update "
+                 f"{worst.get('update', '?')}")
+  return out
