@@ -18,6 +18,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+import configs
 from mjx_walk import checkpoint
 from mjx_walk import config as config_lib
 from mjx_walk import evaluate
@@ -32,23 +33,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def tiny_config(chunks: int = 2) -> config_lib.TrainConfig:
-  cfg = config_lib.default()
-  cfg.num_envs = 8
-  cfg.unroll_length = 6
-  cfg.updates_per_chunk = 2
-  cfg.total_env_steps = chunks * 8 * 6 * 2
-  cfg.ppo.num_minibatches = 2
-  cfg.ppo.num_epochs = 2
-  cfg.network.actor_hidden_sizes = (16, 16)
-  cfg.network.critic_hidden_sizes = (16, 16)
-  cfg.env.episode_seconds = 0.1
-  cfg.families.num_train_families = 4
-  cfg.panel.families_per_stratum = 1
-  cfg.panel.envs_per_family = 1
-  cfg.panel.episode_seconds = 0.1
-  cfg.panel.every_chunks = 2
-  cfg.checkpoint.every_chunks = 1
-  return cfg
+  return configs.tiny(chunks, panel__every_chunks=2, checkpoint__every_chunks=1)
 
 
 def _host(tree):

@@ -6,22 +6,14 @@ import pathlib
 from absl.testing import absltest
 from absl.testing import parameterized
 
+import configs
 from mjx_walk import config as config_lib
 from mjx_walk import networks
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _with(**changes):
-  """The default config with top-level or dotted-path fields changed."""
-  cfg = config_lib.default()
-  for path, value in changes.items():
-    *parents, leaf = path.split("__")
-    target = cfg
-    for parent in parents:
-      target = getattr(target, parent)
-    setattr(target, leaf, value)
-  return cfg
+_with = configs.with_changes
 
 
 class ValidateTest(parameterized.TestCase):

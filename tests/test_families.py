@@ -29,6 +29,7 @@ import mujoco
 from mujoco import mjx
 import numpy as np
 
+import configs
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
 from mjx_walk import families
@@ -40,16 +41,7 @@ TRAIN_KEYS = ("spawn_yaw", "spawn_offset", "command_times", "commands", "frictio
               "slope_degrees", "slope_direction")
 
 
-def _config(**changes) -> config_lib.TrainConfig:
-  """The default config with dotted-path fields changed (`families__num_train_families=4`)."""
-  cfg = config_lib.default()
-  for path, value in changes.items():
-    *parents, leaf = path.split("__")
-    target = cfg
-    for parent in parents:
-      target = getattr(target, parent)
-    setattr(target, leaf, value)
-  return cfg
+_config = configs.with_changes
 
 
 @functools.lru_cache(maxsize=None)

@@ -15,6 +15,7 @@ import imageio.v2 as imageio
 import mujoco
 import numpy as np
 
+import configs
 from mjx_walk import checkpoint
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
@@ -33,23 +34,7 @@ AUDIT_PLOTS = ("contact_events", "fall_histograms")
 
 def tiny_config() -> config_lib.TrainConfig:
   """Two chunks of 8 envs, 5-step episodes (so episodes end), a 5-env panel of 5-step episodes."""
-  cfg = config_lib.default()
-  cfg.num_envs = 8
-  cfg.unroll_length = 6
-  cfg.updates_per_chunk = 2
-  cfg.total_env_steps = 2 * 8 * 6 * 2
-  cfg.ppo.num_minibatches = 2
-  cfg.ppo.num_epochs = 2
-  cfg.network.actor_hidden_sizes = (16, 16)
-  cfg.network.critic_hidden_sizes = (16, 16)
-  cfg.env.episode_seconds = 0.1
-  cfg.families.num_train_families = 4
-  cfg.panel.families_per_stratum = 1
-  cfg.panel.envs_per_family = 1
-  cfg.panel.episode_seconds = 0.1
-  cfg.panel.every_chunks = 1
-  cfg.checkpoint.every_chunks = 1
-  return cfg
+  return configs.tiny(panel__every_chunks=1, checkpoint__every_chunks=1)
 
 
 def _audit_available() -> bool:

@@ -10,6 +10,7 @@ import chex
 import jax
 import numpy as np
 
+import configs
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
 from mjx_walk import families
@@ -21,23 +22,7 @@ from mjx_walk import trainer as trainer_lib
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def tiny_config() -> config_lib.TrainConfig:
-  cfg = config_lib.default()
-  cfg.num_envs = 8
-  cfg.unroll_length = 6
-  cfg.updates_per_chunk = 2
-  cfg.total_env_steps = 2 * 8 * 6 * 2
-  cfg.ppo.num_minibatches = 2
-  cfg.ppo.num_epochs = 2
-  cfg.network.actor_hidden_sizes = (16, 16)
-  cfg.network.critic_hidden_sizes = (16, 16)
-  # Short episodes so that timeouts, auto-resets and bootstraps all happen inside two chunks.
-  cfg.env.episode_seconds = 0.1
-  cfg.families.num_train_families = 4
-  cfg.panel.families_per_stratum = 1
-  cfg.panel.envs_per_family = 1
-  cfg.panel.episode_seconds = 0.1
-  return cfg
+tiny_config = configs.tiny
 
 
 class TrainerTest(chex.TestCase):

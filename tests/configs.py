@@ -1,0 +1,37 @@
+"""Small configs shared by the test modules (imported as `configs`; tests/ is on sys.path)."""
+
+from mjx_walk import config as config_lib
+
+_TINY = dict(
+    num_envs=8,
+    unroll_length=6,
+    updates_per_chunk=2,
+    ppo__num_minibatches=2,
+    ppo__num_epochs=2,
+    network__actor_hidden_sizes=(16, 16),
+    network__critic_hidden_sizes=(16, 16),
+    # 5-step episodes, so that timeouts, auto-resets and bootstraps all happen in two chunks.
+    env__episode_seconds=0.1,
+    families__num_train_families=4,
+    panel__families_per_stratum=1,
+    panel__envs_per_family=1,
+    panel__episode_seconds=0.1,
+)
+
+
+def with_changes(**changes) -> config_lib.TrainConfig:
+  """The default config with top-level or dotted-path fields changed (`panel__seed=3`)."""
+  cfg = config_lib.default()
+  for path, value in changes.items():
+    *parents, leaf = path.split("__")
+    target = cfg
+    for parent in parents:
+      target = getattr(target, parent)
+    setattr(target, leaf, value)
+  return cfg
+
+
+def tiny(chunks: int = 2, **changes) -> config_lib.TrainConfig:
+  """`chunks` chunks of 2 updates of 8 envs x 6 steps, 4 families, a 5-env panel of 5-step
+  episodes and (16, 16) networks; `changes` as in `with_changes`."""
+  return with_changes(**{**_TINY, "total_env_steps": chunks * 8 * 6 * 2, **changes})
