@@ -2,6 +2,7 @@
 
   python experiments/learn_benchmark.py --budget_minutes=30
   python experiments/learn_benchmark.py --config=experiments/go2_flat_gpu.py --budget_minutes=5
+  python experiments/learn_benchmark.py --config.num_envs=1024 --run_dir=runs/learn_1024
 
 Trains with `mjx_walk.train.run` (the CLI's own loop: ledger, checkpoints, panel) for
 --budget_minutes of wall-clock, compilation and evaluations included, evaluating the held-out
@@ -21,6 +22,7 @@ The curve is also in the run's ledger, as for any run.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import pathlib
@@ -33,10 +35,10 @@ from mjx_walk import config as config_lib
 from mjx_walk import ledger
 from mjx_walk import train
 
-_CONFIG = flags.DEFINE_string("config", None, "Config file with get_config(); default: the CPU default.")
+# --config (a file, plus --config.<field> overrides) and --run_dir are the training CLI's own flags,
+# defined by `mjx_walk.train`.
 _BUDGET = flags.DEFINE_float("budget_minutes", 30.0, "Wall-clock budget, compile included.")
 _EVAL_EVERY = flags.DEFINE_float("eval_every_minutes", 3.0, "Held-out evaluation interval.")
-_RUN_DIR = flags.DEFINE_string("run_dir", None, "Run folder; default runs/learn-<UTC time>.")
 
 WALKING = {"fall_rate": 0.05, "lin_vel_error": 0.25, "yaw_rate_error": 0.3}
 """The `flat` stratum's thresholds (each metric must be at or below its value)."""
@@ -68,12 +70,12 @@ def summarize(records: list[dict]) -> dict:
 def main(argv: list[str]) -> None:
   del argv
   train.quiet_library_logs()
-  config = config_lib.load_file(_CONFIG.value) if _CONFIG.value else config_lib.default()
+  config = copy.deepcopy(flags.FLAGS.config)
   config.panel.every_chunks = 0  # evaluations follow the wall clock instead
   # Enough steps never to end before the budget does.
   config.total_env_steps = max(config.total_env_steps, 10**12)
   config_lib.validate(config)
-  run_dir = pathlib.Path(_RUN_DIR.value or "runs/learn-" + datetime.datetime.now(
+  run_dir = pathlib.Path(flags.FLAGS.run_dir or "runs/learn-" + datetime.datetime.now(
       datetime.timezone.utc).strftime("%Y%m%d-%H%M%S"))
   train.run(config, run_dir, wall_budget_seconds=60 * _BUDGET.value,
             eval_every_seconds=60 * _EVAL_EVERY.value)

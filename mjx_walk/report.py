@@ -20,19 +20,14 @@ fact, from files in the run folder (`ledger.jsonl`, `config.json`, `manifest.jso
                                  table and the audit flags in plain words (`write_report`).
 
 Rendering needs an OpenGL context. MuJoCo picks its backend (`MUJOCO_GL`) when it is first
-imported, so this module defaults it to `egl` (headless) before anything imports mujoco; a process
-that imported mujoco earlier must set `MUJOCO_GL` itself (`osmesa` is the software fallback).
+imported; the package (`mjx_walk/__init__.py`) defaults it to `egl` on a Linux machine without a
+display. A process that imported mujoco before mjx_walk must set `MUJOCO_GL` itself (`osmesa` is
+the software fallback).
 """
 
 from __future__ import annotations
 
 import os
-
-# Before any import that brings in mujoco: its GL backend is fixed at import time, and the
-# default (GLFW) needs a display.
-os.environ.setdefault("MUJOCO_GL", "egl")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
 import dataclasses
 import importlib
 import importlib.util

@@ -16,13 +16,7 @@ current chunk, saves, and exits 0 with the command that resumes the run.
 
 from __future__ import annotations
 
-import os
-
-# MuJoCo picks its OpenGL backend when first imported; videos render headless through EGL unless
-# the user chose another backend (osmesa for software rendering).
-os.environ.setdefault("MUJOCO_GL", "egl")
-
-import copy  # pylint: disable=g-import-not-at-top,wrong-import-position
+import copy
 import datetime
 import json
 import pathlib
