@@ -174,7 +174,7 @@ class Checkpointer:
         metrics=None if score is None else {"score": score},
         force=True,
     )
-    return directory_of_step(self._manager, step)
+    return pathlib.Path(self._manager.directory) / str(step)
 
   def close(self) -> None:
     self._manager.wait_until_finished()
@@ -183,10 +183,6 @@ class Checkpointer:
 
 def _policy_tree(train: trainer_lib.TrainState) -> dict[str, Any]:
   return {"actor": train.params.actor, "normalizer": train.normalizer}
-
-
-def directory_of_step(manager: ocp.CheckpointManager, step: int) -> pathlib.Path:
-  return pathlib.Path(manager.directory) / str(step)
 
 
 # RESTORING
@@ -301,7 +297,3 @@ def restore_policy(run_dir: pathlib.Path | str, abstract_policy: dict[str, Any],
   """Restores only the `policy` item: {"actor": params, "normalizer": NormalizerState}."""
   items = _restore_items(run_dir, step, {"policy": _restore_args(abstract_policy)})
   return _from_storable(items["policy"], abstract_policy)
-
-
-def abstract_policy(abstract_train: trainer_lib.TrainState) -> dict[str, Any]:
-  return _policy_tree(abstract_train)

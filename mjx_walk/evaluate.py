@@ -276,6 +276,35 @@ def _define_flags() -> dict[str, Any]:
   }
 
 
+def evaluate_policy(pol: Any, config: config_lib.TrainConfig, manifest: families.Manifest,
+                    evaluator: Evaluator | None = None) -> tuple[dict[str, Any], EpisodeTraces]:
+  """Evaluates a loaded `mjx_walk.policy.Policy` on a panel.
+
+  Args:
+    pol: the policy.
+    config, manifest: define the panel and its env (not necessarily the policy's own run).
+    evaluator: reused when given (one compile for several policies with the same networks).
+
+  Returns:
+    (the eval record at the policy's step, not written anywhere; one traced episode per stratum).
+
+  Raises:
+    ValueError: the policy observes something other than the panel's env gives.
+  """
+  from mjx_walk import ledger  # pylint: disable=g-import-not-at-top
+  evaluator = evaluator or make_evaluator(config, manifest, pol.networks)
+  spec = evaluator.env.observation_spec()["policy"]
+  if pol.observation_spec.shape != spec.shape:
+    raise ValueError(
+        f"{pol.run_dir} observes {pol.observation_spec.shape}, but the panel's env gives "
+        f"{spec.shape}; the policy cannot be evaluated on this panel")
+  params = networks.ActorCriticParams(actor=pol.actor, critic=None)
+  summary, traces = evaluator.run_with_traces(params, pol.normalizer)
+  record = ledger.eval_record(summary, update=pol.step,
+                              env_steps=pol.step * pol.config.batch_size, wall_seconds=None)
+  return record, traces
+
+
 def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = None
                         ) -> tuple[dict[str, Any], dict[str, Any] | None]:
   """Evaluates a run's checkpoint (and optionally another run's policy) on the run's panel.
@@ -286,28 +315,20 @@ def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = No
   """
   import json  # pylint: disable=g-import-not-at-top
   import pathlib  # pylint: disable=g-import-not-at-top
-  from mjx_walk import ledger  # pylint: disable=g-import-not-at-top
   from mjx_walk import policy as policy_lib  # pylint: disable=g-import-not-at-top
 
   mine = policy_lib.load(run_dir, step)
-  config, manifest = mine.config, mine.manifest
-
-  def run_panel(pol: policy_lib.Policy) -> dict[str, Any]:
-    if pol.observation_spec.shape != mine.observation_spec.shape:
-      raise ValueError(
-          f"{pol.run_dir} observes {pol.observation_spec.shape}, but the panel's env gives "
-          f"{mine.observation_spec.shape}; the policies cannot be compared on one panel")
-    evaluator = make_evaluator(config, manifest, pol.networks)
-    params = networks.ActorCriticParams(actor=pol.actor, critic=None)
-    result = evaluator(params, pol.normalizer)
-    return ledger.eval_record(result, update=pol.step,
-                              env_steps=pol.step * pol.config.batch_size, wall_seconds=None)
-
-  record = run_panel(mine)
+  evaluator = make_evaluator(mine.config, mine.manifest, mine.networks)
+  record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)
   out = pathlib.Path(mine.run_dir) / "eval"
   out.mkdir(exist_ok=True)
   (out / f"{mine.step}.json").write_text(json.dumps(record, indent=1))
-  other = run_panel(policy_lib.load(compare)) if compare else None
+  other = None
+  if compare:
+    theirs = policy_lib.load(compare)
+    same_networks = theirs.networks == mine.networks
+    other, _ = evaluate_policy(theirs, mine.config, mine.manifest,
+                               evaluator if same_networks else None)
   return record, other
 
 

@@ -52,7 +52,6 @@ from mjx_walk import env as env_lib
 from mjx_walk import evaluate
 from mjx_walk import families
 from mjx_walk import ledger
-from mjx_walk import networks
 from mjx_walk import policy as policy_lib
 from mjx_walk import robots
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -812,11 +811,7 @@ def evaluate_with_traces(run_dir: pathlib.Path | str, step: int | None
     checkpoint.CheckpointError: no such checkpoint, naming the step and the saved ones.
   """
   pol = policy_lib.load(run_dir, step)
-  evaluator = evaluate.make_evaluator(pol.config, pol.manifest, pol.networks)
-  params = networks.ActorCriticParams(actor=pol.actor, critic=None)
-  summary, traces = evaluator.run_with_traces(params, pol.normalizer)
-  record = ledger.eval_record(summary, update=pol.step,
-                              env_steps=pol.step * pol.config.batch_size, wall_seconds=None)
+  record, traces = evaluate.evaluate_policy(pol, pol.config, pol.manifest)
   return record, save_traces(run_dir, pol.step, traces, pol.manifest)
 
 
