@@ -54,6 +54,9 @@ class ResetReason(enum.IntEnum):
 
 REASON_NAMES: tuple[str, ...] = tuple(r.name.lower() for r in ResetReason if r != ResetReason.NONE)
 
+TROT_OFFSETS = {"FR": 0.0, "RL": 0.0, "FL": 0.5, "RR": 0.5}
+"""Phase offset of each foot on the gait clock: the diagonal pairs swing half a cycle apart."""
+
 
 @flax.struct.dataclass
 class TaskState:
@@ -76,7 +79,10 @@ class TaskState:
   """float32 []: reward summed over the episode so far."""
   foot_xy: jax.Array
   """float32 [F, 2]: world-frame horizontal position of each foot at the end of the previous
-  step, m; differenced to give the foot's horizontal speed (audit only)."""
+  step, m; differenced to give the foot's horizontal speed."""
+  gait_phase: jax.Array
+  """float32 []: the trot clock in [0, 1), advanced by gait_hz / control_hz per step; random at
+  reset. Constant 0 without a clock (`env.gait_hz` = 0)."""
 
 
 @flax.struct.dataclass
@@ -165,6 +171,8 @@ class LocomotionEnv:
     self.reward_config = config.reward
     self.robot = robots.load(config.env.robot)
     mj_model = self.robot.mj_model
+    if config.env.physics_timestep:
+      mj_model.opt.timestep = config.env.physics_timestep  # this env's own compiled copy
     self.model = mjx.put_model(mj_model, impl="jax")
     self.substeps = config_lib.substeps(config, float(mj_model.opt.timestep))
     self.dt = 1.0 / config.env.control_hz
@@ -181,6 +189,8 @@ class LocomotionEnv:
     self._foot_geoms = jnp.asarray(self.robot.foot_geom_ids)  # [F]
     self._foot_radius = jnp.asarray(mj_model.geom_size[self.robot.foot_geom_ids, 0], jnp.float32)
     self._body_contact_geoms = jnp.asarray(self.robot.body_contact_geom_ids)  # [K]
+    self._gait_offsets = jnp.asarray([TROT_OFFSETS[name] for name in self.foot_names],
+                                     jnp.float32)  # [F]
     self._reward_scales = {
         name: scale for name, scale in config.reward.scales().items() if scale != 0.0
     }
@@ -238,7 +248,7 @@ class LocomotionEnv:
     Returns:
       The first state of an episode; `obs` is computed from the reset pose.
     """
-    key, k_joint, k_vel, k_obs = jax.random.split(key, 4)
+    key, k_joint, k_vel, k_obs, k_phase = jax.random.split(key, 5)
     env = self.env_config
     qpos = self._init_qpos  # [nq]
     joint_noise = env.init_joint_noise * jax.random.uniform(
@@ -266,6 +276,7 @@ class LocomotionEnv:
         step=step,
         episode_return=jnp.zeros(()),
         foot_xy=data.geom_xpos[self._foot_geoms, :2],
+        gait_phase=jax.random.uniform(k_phase) if env.gait_hz else jnp.zeros(()),
     )
     trace = EpisodeTrace(
         qpos=jnp.zeros((self.trace_steps + 1, self.model.nq)).at[0].set(data.qpos),
@@ -340,6 +351,7 @@ class LocomotionEnv:
     joint_pos = data.qpos[self._qpos_adr] - self._default_pose  # [A]
     joint_vel = data.qvel[self._qvel_adr]  # [A]
     clean = [
+        lin_vel,  # 3 trunk linear velocity (a state estimator's output on the real robot)
         ang_vel,  # 3 trunk angular velocity
         gravity,  # 3 projected gravity
         task.command,  # 3 command
@@ -347,7 +359,12 @@ class LocomotionEnv:
         joint_vel,  # A joint velocities
         task.last_action,  # A previous action
     ]
-    levels = [env.noise_gyro, env.noise_gravity, 0.0, env.noise_joint_pos, env.noise_joint_vel, 0.0]
+    levels = [env.noise_lin_vel, env.noise_gyro, env.noise_gravity, 0.0, env.noise_joint_pos,
+              env.noise_joint_vel, 0.0]
+    if env.gait_hz:
+      angle = 2.0 * jnp.pi * task.gait_phase
+      clean.append(jnp.stack([jnp.sin(angle), jnp.cos(angle)]))  # 2 gait clock
+      levels.append(0.0)
     keys = jax.random.split(key, len(clean))
     noisy = [
         _uniform_noise(k, x, env.obs_noise_scale * level) if level else x
@@ -355,7 +372,6 @@ class LocomotionEnv:
     ]
     foot_height = self._foot_height(data)  # [F]
     critic = clean + [
-        lin_vel,  # 3 trunk linear velocity
         (foot_height < env.foot_contact_distance).astype(jnp.float32),  # F foot contacts
         foot_height,  # F foot heights
     ]
@@ -436,6 +452,9 @@ class LocomotionEnv:
     truncated = reason == ResetReason.TIMEOUT
     terminated = (reason != ResetReason.NONE) & ~truncated
 
+    foot_xy = data.geom_xpos[self._foot_geoms, :2]  # [F, 2]
+    foot_speed = jnp.linalg.norm(foot_xy - state.task.foot_xy, axis=-1) / self.dt  # [F]
+
     # REWARD
     terms = {
         "tracking_lin_vel": lambda: rewards.tracking_lin_vel(
@@ -450,6 +469,10 @@ class LocomotionEnv:
         "feet_air_time": lambda: rewards.feet_air_time(
             air_time, first_contact, state.task.command, self.reward_config.air_time_target),
         "pose": lambda: rewards.pose(joint_pos, self._default_pose),
+        "gait_phase": lambda: rewards.gait_phase(
+            foot_height, state.task.gait_phase, self._gait_offsets, state.task.command,
+            self.reward_config.swing_height),
+        "feet_slip": lambda: rewards.feet_slip(foot_speed, contact & state.task.last_contact),
         "termination": lambda: rewards.termination(terminated),
     }
     scaled = {
@@ -462,7 +485,6 @@ class LocomotionEnv:
     reward = shaped + scaled.get("termination", 0.0)
     episode_return = state.task.episode_return + reward
 
-    foot_xy = data.geom_xpos[self._foot_geoms, :2]  # [F, 2]
     task = TaskState(
         command=command,
         last_action=action,
@@ -472,6 +494,7 @@ class LocomotionEnv:
         step=step_count,
         episode_return=episode_return,
         foot_xy=foot_xy,
+        gait_phase=jnp.mod(state.task.gait_phase + env.gait_hz * self.dt, 1.0),
     )
     obs = self._observe(data, task, family, k_obs)
     done = terminated | truncated
@@ -485,13 +508,12 @@ class LocomotionEnv:
     metrics["episode/return"] = jnp.where(done, episode_return, 0.0)
     metrics["episode/length"] = jnp.where(done, step_count, 0).astype(jnp.float32)
     # AUDIT SIGNALS (see mjx_walk.audit). A diverged step reports no contact event.
-    speed = jnp.linalg.norm(foot_xy - state.task.foot_xy, axis=-1) / self.dt  # [F]
     metrics["audit/trunk_height"] = data.qpos[2]
     metrics["audit/trunk_tilt"] = jnp.degrees(jnp.arccos(jnp.clip(up[2], -1.0, 1.0)))
     metrics["audit/contact"] = jnp.where(finite, contact, state.task.last_contact).astype(
         jnp.float32)
     metrics["audit/last_contact"] = state.task.last_contact.astype(jnp.float32)
-    metrics["audit/foot_speed"] = jnp.where(finite, speed, 0.0)
+    metrics["audit/foot_speed"] = jnp.where(finite, foot_speed, 0.0)
     metrics["audit/air_time"] = air_time
     metrics["audit/body_contact"] = body_touch.astype(jnp.float32)
     metrics["audit/early_end"] = (terminated & (trace.length <= self.trace_steps)).astype(

@@ -74,6 +74,41 @@ def feet_air_time(
   return jnp.sum(per_foot) * moving
 
 
+def gait_phase(
+    foot_height: jax.Array,
+    phase: jax.Array,
+    offsets: jax.Array,
+    command: jax.Array,
+    swing_height: float,
+) -> jax.Array:
+  """exp(-|h - h_ref|^2 / 0.01): 1 when every foot's height follows the gait clock's reference.
+
+  Each foot's own phase is (phase + offset) mod 1. During the first half of its cycle the foot
+  swings and its reference height is `swing_height * sin(pi * s)`, s the progress through the
+  swing; during the second half it stands and the reference is 0. With a near-zero command
+  every reference is 0, so the clock asks a robot told to stand to keep its feet down.
+
+  Args:
+    foot_height: float32 [F], lowest point of each foot above the floor, m.
+    phase: float32 [], the gait clock in [0, 1).
+    offsets: float32 [F], each foot's phase offset (0 and 0.5 on the diagonals: a trot).
+    command: float32 [3].
+    swing_height: apex of the reference swing, m.
+  """
+  foot_phase = jnp.mod(phase + offsets, 1.0)  # [F]
+  swinging = foot_phase < 0.5  # [F]
+  reference = jnp.where(swinging, swing_height * jnp.sin(2.0 * jnp.pi * foot_phase), 0.0)  # [F]
+  moving = (jnp.linalg.norm(command[:2]) > 0.1) | (jnp.abs(command[2]) > 0.1)
+  reference = reference * moving
+  error = jnp.sum(jnp.square(foot_height - reference))
+  return jnp.exp(-error / 0.01)
+
+
+def feet_slip(foot_speed: jax.Array, contact: jax.Array) -> jax.Array:
+  """Squared horizontal speed of the feet that are on the ground, (m/s)^2."""
+  return jnp.sum(jnp.square(foot_speed) * contact)
+
+
 def pose(joint_pos: jax.Array, default_pose: jax.Array) -> jax.Array:
   """Squared deviation of the joints from the standing pose, rad^2."""
   return jnp.sum(jnp.square(joint_pos - default_pose))

@@ -43,6 +43,12 @@ class ValidateTest(parameterized.TestCase):
       ("negative_kl", {"ppo__desired_kl": -0.01}, r"config\.ppo\.desired_kl=-0\.01 .*>= 0"),
       ("zero_sigma", {"reward__tracking_sigma": 0.0}, r"config\.reward\.tracking_sigma=0\.0"),
       ("tilt", {"env__fall_tilt_degrees": 200.0}, r"fall_tilt_degrees=200\.0 .*\(0, 180\]"),
+      ("coarse_timestep", {"env__physics_timestep": 0.05}, r"config\.env\.physics_timestep=0\.05 .*0 \(the robot's MJCF timestep\) or in \(0, 0\.02\]"),
+      ("hz_off_the_timestep", {"env__control_hz": 60.0}, r"config\.env\.control_hz=60\.0 .*whole multiple of the physics timestep 0\.005 s \(e\.g\. control_hz=66\.6667\)"),
+      ("gait_too_fast", {"env__gait_hz": 20.0}, r"config\.env\.gait_hz=20\.0 .*0 \(no clock\) or in \(0, control_hz / 4 = 12\.5\]"),
+      ("gait_reward_without_clock", {"env__gait_hz": 0.0}, r"config\.reward\.gait_phase=1\.0 .*needs the gait clock: set env\.gait_hz > 0"),
+      ("zero_swing", {"reward__swing_height": 0.0}, r"config\.reward\.swing_height=0\.0 .*> 0"),
+      ("negative_linvel_noise", {"env__noise_lin_vel": -1.0}, r"config\.env\.noise_lin_vel=-1\.0 .*>= 0"),
   )
   def test_error_names_value_and_accepted(self, changes, pattern):
     with self.assertRaisesRegex(ValueError, pattern):
@@ -132,6 +138,13 @@ class ValidateTest(parameterized.TestCase):
       ("friction_stratum_above_narrowed_training", {"families__friction": (0.1, 1.2)},
        r"config\.panel\.friction=\(0\.15, 0\.3\) .*below the training range "
        r"families\.friction=\(0\.1, 1\.2\)"),
+      ("slope_stratum_inside_training", {"families__slope_degrees": (0.0, 15.0)},
+       r"config\.panel\.slope_degrees=15\.0 .*steeper than the training range "
+       r"families\.slope_degrees=\(0\.0, 15\.0\)"),
+      ("negative_training_slope", {"families__slope_degrees": (-5.0, 5.0)},
+       r"config\.families\.slope_degrees=\(-5\.0, 5\.0\) .*both ends must be >= 0"),
+      ("vertical_training_slope", {"families__slope_degrees": (0.0, 90.0)},
+       r"config\.families\.slope_degrees=\(0\.0, 90\.0\) .*\[0, 90\)"),
       ("negative_run_seed", {"seed": -1}, r"config\.seed=-1 .*non-negative integer"),
       ("negative_panel_seed", {"panel__seed": -5}, r"config\.panel\.seed=-5 .*non-negative"),
       ("reversed_panel_command", {"panel__command_vx": (1.0, -1.0)},
@@ -152,13 +165,16 @@ class ValidateTest(parameterized.TestCase):
       config_lib.validate(_with(**changes))
 
   def test_held_out_checks_apply_only_to_strata_in_the_panel(self):
-    # A payload or friction range inside the training range is fine when its stratum is absent.
+    # A payload, friction or slope range inside the training range is fine when its stratum is
+    # absent.
     cfg = _with(panel__strata=("flat", "slope", "push"), panel__payload_mass=(0.0, 1.0),
                 panel__friction=(0.5, 0.6))
     self.assertIs(config_lib.validate(cfg), cfg)
     self.assertEqual(cfg.panel.num_families, 3 * cfg.panel.families_per_stratum)
     self.assertEqual(cfg.panel.num_envs, 3 * cfg.panel.families_per_stratum *
                      cfg.panel.envs_per_family)
+    cfg = _with(panel__strata=("flat", "push"), families__slope_degrees=(0.0, 20.0))
+    self.assertIs(config_lib.validate(cfg), cfg)
 
   def test_explicit_family_seeds_are_valid(self):
     cfg = _with(num_envs=8, ppo__num_minibatches=2, families__num_train_families=4,
@@ -173,7 +189,7 @@ class ValidateTest(parameterized.TestCase):
     cfg = config_lib.default()
     self.assertEqual(config_lib.substeps(cfg, 0.004), 5)
     cfg.env.control_hz = 60.0
-    with self.assertRaisesRegex(ValueError, r"control_hz=60\.0 .*whole multiple of the robot timestep 0\.004"):
+    with self.assertRaisesRegex(ValueError, r"control_hz=60\.0 .*whole multiple of the physics timestep 0\.004"):
       config_lib.substeps(cfg, 0.004)
 
   def test_derived_quantities(self):

@@ -84,8 +84,8 @@ class EnvTest(chex.TestCase):
     spec = env.observation_spec()
     num_actions, num_feet = env.action_size, env.num_feet
     self.assertEqual(num_actions, 12)
-    policy_size = 3 + 3 + 3 + 3 * num_actions
-    critic_size = policy_size + 3 + 2 * num_feet
+    policy_size = 3 + 3 + 3 + 3 + 3 * num_actions + 2  # ... and the gait clock's sin, cos
+    critic_size = policy_size + 2 * num_feet
     self.assertEqual(spec["policy"].shape, (policy_size,))
     self.assertEqual(spec["critic"].shape, (critic_size,))
     state = step(_reset(reset), jnp.zeros((NUM_ENVS, num_actions)))
@@ -136,7 +136,7 @@ class EnvTest(chex.TestCase):
     # Standing still: over the last half second the trunk bobs by less than 1 cm and is level.
     last = heights[-round(0.5 * env.config.env.control_hz):]
     np.testing.assert_array_less(last.max(axis=0) - last.min(axis=0), 0.01)
-    gravity = state.obs["policy"][:, 3:6]
+    gravity = state.obs["policy"][:, 6:9]
     # Level within 6 degrees: the trunk's centre of mass sits 2 cm ahead of the hips, so the
     # PD-held stance pitches forward by about 4 degrees.
     np.testing.assert_allclose(gravity, np.tile([0.0, 0.0, -1.0], (NUM_ENVS, 1)), atol=0.1)
@@ -161,6 +161,32 @@ class EnvTest(chex.TestCase):
     chex.assert_trees_all_equal(first, second)
     other = step(_reset(reset, seed=4), actions)
     self.assertFalse(np.array_equal(first.data.qpos, other.data.qpos))
+
+  def test_gait_clock(self):
+    env = _env()
+    self.assertEqual(env.config.env.gait_hz, 2.0)
+    reset, step = _jitted(env)
+    state = reset(_keys(), _flat_families())  # level ground: zero actions stand
+    phase = np.asarray(state.task.gait_phase)  # [N], random at reset
+    self.assertEqual(len(np.unique(phase)), NUM_ENVS)
+    np.testing.assert_array_less(phase, 1.0)
+    # The clock's sine and cosine close the policy observation, and the critic sees them too.
+    clock = np.stack([np.sin(2 * np.pi * phase), np.cos(2 * np.pi * phase)], axis=-1)  # [N, 2]
+    np.testing.assert_allclose(state.obs["policy"][:, -2:], clock, atol=1e-6)
+    policy_size = state.obs["policy"].shape[-1]
+    np.testing.assert_allclose(state.obs["critic"][:, policy_size - 2:policy_size], clock,
+                               atol=1e-6)
+    # 2 Hz at 50 Hz control: 0.04 of a cycle per step, wrapping at 1; 25 steps make a cycle.
+    after = state
+    for _ in range(25):
+      after = step(after, jnp.zeros((NUM_ENVS, env.action_size)))
+      np.testing.assert_array_equal(after.reset_reason, R_NONE)
+    np.testing.assert_allclose(after.task.gait_phase, phase, atol=1e-5)
+    one = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
+    np.testing.assert_allclose(one.task.gait_phase, np.mod(phase + 0.04, 1.0), atol=1e-6)
+    # Without a clock there is no phase in the observation.
+    self.assertEqual(env.observation_spec()["policy"].shape[0],
+                     _env(gait_hz=0.0).observation_spec()["policy"].shape[0] + 2)
 
   def test_vmapped_step_matches_single_env_step(self):
     env = _env()
@@ -343,7 +369,7 @@ class EnvTest(chex.TestCase):
     chex.assert_trees_all_equal(state.family, _families())
     # ... and starts on its first entry; the policy observes the command (obs slice 6:9).
     np.testing.assert_array_equal(state.task.command, commands[:, 0])
-    np.testing.assert_array_equal(state.obs["policy"][:, 6:9], commands[:, 0])
+    np.testing.assert_array_equal(state.obs["policy"][:, 9:12], commands[:, 0])
     for entry in (1, 2):
       start = times[:, entry] / env.dt  # [N] control steps
       # Times are continuous draws: none falls on a control step, so "before" is unambiguous.
@@ -358,7 +384,7 @@ class EnvTest(chex.TestCase):
         np.testing.assert_array_equal(after.task.step, first + offset)
         np.testing.assert_array_equal(after.task.command, commands[envs, row],
                                       err_msg=f"entry {entry}, offset {offset}")
-        np.testing.assert_array_equal(after.obs["policy"][:, 6:9], commands[envs, row])
+        np.testing.assert_array_equal(after.obs["policy"][:, 9:12], commands[envs, row])
     # Distinct families get distinct schedules.
     self.assertEqual(len({tuple(t) for t in times.round(6)}), NUM_ENVS)
 

@@ -50,6 +50,34 @@ class RewardTermsTest(chex.TestCase):
     # A standing command earns nothing, however the feet move.
     self.assertEqual(float(fn(air_time, touchdown, jnp.array([0.05, 0.05, 0.3]), 0.1)), 0.0)
 
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_gait_phase_follows_the_trot_clock(self):
+    fn = self.variant(rewards.gait_phase, static_argnums=4)
+    offsets = jnp.array([0.0, 0.5, 0.5, 0.0])  # FR, FL, RR, RL: the diagonals half a cycle apart
+    walk = jnp.array([0.5, 0.0, 0.0])
+    h = 0.08
+    # Phase 0.25: FR and RL are mid-swing (reference h), FL and RR mid-stance (reference 0).
+    self.assertAlmostEqual(float(fn(jnp.array([h, 0.0, 0.0, h]), 0.25, offsets, walk, h)), 1.0,
+                           places=6)
+    # Feet left on the ground miss two apexes: exp(-2 h^2 / 0.01).
+    self.assertAlmostEqual(float(fn(jnp.zeros(4), 0.25, offsets, walk, h)),
+                           np.exp(-2 * h**2 / 0.01), places=6)
+    # Phase 0.125: FR and RL a quarter into their swing, at h sin(pi / 4).
+    up = h * np.sin(np.pi / 4)
+    self.assertAlmostEqual(float(fn(jnp.array([up, 0.0, 0.0, up]), 0.125, offsets, walk, h)),
+                           1.0, places=6)
+    # Told to stand, every reference is 0 whatever the clock says; a turn in place still steps.
+    stand = jnp.array([0.05, 0.0, 0.0])
+    self.assertAlmostEqual(float(fn(jnp.zeros(4), 0.25, offsets, stand, h)), 1.0, places=6)
+    self.assertAlmostEqual(float(fn(jnp.zeros(4), 0.25, offsets, jnp.array([0.0, 0.0, 0.3]), h)),
+                           np.exp(-2 * h**2 / 0.01), places=6)
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_feet_slip_counts_only_feet_on_the_ground(self):
+    speed = jnp.array([0.2, 0.5, 1.0, 0.0])
+    contact = jnp.array([True, True, False, True])
+    self.assertAlmostEqual(float(self.variant(rewards.feet_slip)(speed, contact)), 0.29, places=6)
+
 
 if __name__ == "__main__":
   absltest.main()
