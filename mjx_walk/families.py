@@ -185,17 +185,19 @@ def draw_train_family(seed: int, config: config_lib.TrainConfig) -> Family:
   rng = np.random.default_rng(seed)
   spawn = _spawn(rng, fam_cfg)
   command_times, commands = _command_schedule(rng, fam_cfg, config.env.episode_seconds)
-  scalars = [_uniform(rng, fam_cfg.friction), _uniform(rng, fam_cfg.payload_mass)]
+  # The draws below keep their order; each new kind of draw goes last, so that adding one
+  # leaves every earlier draw of a seed as it was.
+  friction = _uniform(rng, fam_cfg.friction)
+  payload_mass = _uniform(rng, fam_cfg.payload_mass)
   payload_com = tuple(float(x) for x in rng.uniform(
       -fam_cfg.payload_com_offset, fam_cfg.payload_com_offset, 3))
-  scalars += [_uniform(rng, fam_cfg.joint_friction), _uniform(rng, fam_cfg.motor_strength)]
+  joint_friction = _uniform(rng, fam_cfg.joint_friction)
+  motor_strength = _uniform(rng, fam_cfg.motor_strength)
   action_delay = int(rng.integers(fam_cfg.action_delay_steps[0],
                                   fam_cfg.action_delay_steps[1] + 1))
   pushes = _pushes(rng, fam_cfg.pushes_per_episode, fam_cfg.push_force, config.env.episode_seconds)
-  # Drawn last, so that a slope range leaves every other draw of the seed as it was.
   slope_degrees = _uniform(rng, fam_cfg.slope_degrees)
   slope_direction = float(rng.uniform(-math.pi, math.pi)) if slope_degrees else 0.0
-  friction, payload_mass, joint_friction, motor_strength = scalars
   return Family(
       seed=int(seed),
       stratum=None,
