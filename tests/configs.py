@@ -2,7 +2,7 @@
 
 from mjx_walk import config as config_lib
 
-_TINY = dict(
+TINY = dict(
     num_envs=8,
     unroll_length=6,
     updates_per_chunk=2,
@@ -34,4 +34,4 @@ def with_changes(**changes) -> config_lib.TrainConfig:
 def tiny(chunks: int = 2, **changes) -> config_lib.TrainConfig:
   """`chunks` chunks of 2 updates of 8 envs x 6 steps, 4 families, a 5-env panel of 5-step
   episodes and (16, 16) networks; `changes` as in `with_changes`."""
-  return with_changes(**{**_TINY, "total_env_steps": chunks * 8 * 6 * 2, **changes})
+  return with_changes(**{**TINY, "total_env_steps": chunks * 8 * 6 * 2, **changes})
