@@ -66,7 +66,22 @@ class GaeTest(chex.TestCase):
     np.testing.assert_allclose(advantages[2, 1], -2.0, atol=1e-6)
     np.testing.assert_allclose(advantages[1, 1], -1.911, atol=1e-6)
     np.testing.assert_allclose(advantages[0], [-0.085905805, -1.8372955], atol=1e-6)
-    chex.assert_trees_all_close(returns, advantages + values, atol=1e-6)
+    # Returns are the lambda-returns, computed here from their own recursion rather than as
+    # A + V: G_t = r_t + gamma * ((1 - lambda) * V_{t+1} + lambda * G_{t+1}), G_t = r_t at a
+    # termination, and the bootstrap V = 2 standing in for V_{t+1} and G_{t+1} after the last step.
+    # Env A: G_3 = 1 + 0.99 * 2 = 2.98;
+    #   G_2 = 1 + 0.99 * (0.05 * 3 + 0.95 * 2.98) = 1 + 0.99 * 2.981 = 3.95119;
+    #   G_1 = 1 + 0.99 * (0.05 * 4 + 0.95 * 3.95119) = 1 + 0.99 * 3.9536305 = 4.914094195.
+    # Env B: G_3 = 1 (terminated);
+    #   G_2 = 1 + 0.99 * (0.05 * 3 + 0.95 * 1) = 1 + 0.99 * 1.1 = 2.089;
+    #   G_1 = 1 + 0.99 * (0.05 * 4 + 0.95 * 2.089) = 1 + 0.99 * 2.18455 = 3.1627045.
+    # Catches returns that are not advantages + values (e.g. the advantages alone, or the
+    # values of the next step).
+    chex.assert_trees_all_close(
+        returns,
+        jnp.array([[4.914094195, 3.1627045], [3.95119, 2.089], [2.98, 1.0]]),
+        atol=1e-5,
+    )
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_matches_python_reverse_loop(self):
@@ -157,6 +172,86 @@ class GaeTest(chex.TestCase):
 
 
 _O, _P, _A, _B = 6, 8, 3, 32
+_LOG_2PI = np.log(2.0 * np.pi)
+# Ratios of the off-policy batch: past 1 - eps, inside, and past 1 + eps for eps = 0.2 and 0.3,
+# and none closer than 0.05 to a clip edge (0.7, 0.8, 1.2, 1.3), so float32 rounding cannot move
+# a sample across one.
+_RATIOS = (0.45, 0.6, 0.75, 0.85, 0.95, 1.0, 1.05, 1.15, 1.25, 1.4, 1.7)
+# V - V_old of the off-policy batch: inside and past +-eps on both sides, none near an edge.
+_VALUE_CHANGES = (-0.6, -0.35, -0.1, 0.05, 0.15, 0.4, 0.7)
+# Configs the reference is checked under: the default, other coefficients (a hard-coded 0.2 or a
+# coefficient applied to the wrong term shows), and each optional part switched off.
+_LOSS_CONFIGS = {
+    "default": ppo.LossConfig(),
+    "coefficients": ppo.LossConfig(clip_eps=0.3, value_coef=0.5, entropy_coef=0.05),
+    "raw_advantages": ppo.LossConfig(normalize_advantages=False),
+    "unclipped_value": ppo.LossConfig(clip_value=False),
+}
+
+
+def _np_log_prob(mean, std, actions):
+  """Diagonal Gaussian log density in float64, summed over the last (action) dim."""
+  z = (actions - mean) / std
+  return np.sum(-0.5 * z**2 - np.log(std) - 0.5 * _LOG_2PI, axis=-1)
+
+
+def _reference_ppo_loss(mean, std, new_values, batch, cfg):
+  """The clipped PPO objective in float64 NumPy, written from its definition.
+
+  Args:
+    mean: [B, A] policy means under the parameters being optimised.
+    std: [B, A] policy stds under the same parameters.
+    new_values: [B] V(critic_obs) under the same parameters.
+    batch: the `ppo.Batch`.
+    cfg: the `ppo.LossConfig`.
+
+  Returns:
+    (metrics, dloss_dlogp, dloss_dvalue): the six "loss/..." numbers, and the derivative of the
+    total loss with respect to each sample's new log-prob [B] and new value [B] (what the chain
+    rule multiplies with d logp / d params and d V / d params).
+  """
+  f64 = lambda x: np.asarray(x, np.float64)
+  mean, std, new_values = f64(mean), f64(std), f64(new_values)
+  actions, old_log_probs = f64(batch.actions), f64(batch.log_probs)
+  old_values, advantages, returns = f64(batch.values), f64(batch.advantages), f64(batch.returns)
+  size, eps = len(advantages), cfg.clip_eps
+
+  log_ratio = _np_log_prob(mean, std, actions) - old_log_probs
+  ratio = np.exp(log_ratio)
+  if cfg.normalize_advantages:
+    # Standardised over the minibatch: population std (ddof 0), and 1e-8 against a zero std.
+    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+  unclipped = -advantages * ratio
+  clipped = -advantages * np.clip(ratio, 1.0 - eps, 1.0 + eps)
+  # Pessimistic: the larger loss. The unclipped term carries the gradient unless the clipped one
+  # is strictly larger (a ratio past the clip in the direction its advantage favours).
+  policy = np.mean(np.maximum(unclipped, clipped))
+  policy_live = ~(clipped > unclipped + 1e-12)
+
+  error = new_values - returns
+  if cfg.clip_value:
+    change = new_values - old_values
+    clipped_error = old_values + np.clip(change, -eps, eps) - returns
+    value = np.mean(np.maximum(error**2, clipped_error**2))
+    # The clipped error carries no gradient (the clip is flat) once V has moved past +-eps.
+    value_live = (np.abs(change) <= eps) | (error**2 >= clipped_error**2)
+  else:
+    value = np.mean(error**2)
+    value_live = np.ones(size, bool)
+
+  entropy = np.mean(np.sum(0.5 + 0.5 * _LOG_2PI + np.log(std), axis=-1))
+  metrics = {
+      "loss/policy": policy,
+      "loss/value": value,
+      "loss/entropy": entropy,
+      "loss/total": policy + cfg.value_coef * value - cfg.entropy_coef * entropy,
+      # KL(old || new) estimated by E_old[(r - 1) - log r]: non-negative, 0 only at r = 1.
+      "loss/approx_kl": np.mean((ratio - 1.0) - log_ratio),
+      "loss/clipfrac": np.mean(np.abs(ratio - 1.0) > eps),
+  }
+  dloss_dlogp = np.where(policy_live, -advantages * ratio, 0.0) / size
+  dloss_dvalue = cfg.value_coef * np.where(value_live, 2.0 * error, 0.0) / size
+  return metrics, dloss_dlogp, dloss_dvalue
 
 
 class PpoLossTest(chex.TestCase):
@@ -186,8 +281,72 @@ class PpoLossTest(chex.TestCase):
         jax.value_and_grad(lambda p, b: ppo.ppo_loss(p, self.net, b, cfg), has_aux=True)
     )
 
+  def _off_policy(self) -> tuple[networks.ActorCriticParams, ppo.Batch]:
+    """Parameters moved away from their init, and a batch collected by another policy.
+
+    Every ratio is one of `_RATIOS` (set through the behaviour log-probs), every V - V_old one of
+    `_VALUE_CHANGES`; the advantages have mean ~1 and std ~3, so standardising them matters.
+    """
+    rng = np.random.default_rng(7)
+    noise = jax.tree.map(lambda x: 0.3 * rng.standard_normal(x.shape).astype(np.float32),
+                         self.params)
+    params = jax.tree.map(lambda x, n: x + n, self.params, noise)  # log_std moves too
+    mean, std = self.net.policy(params, self.batch.policy_obs)  # [B, A]
+    new_values = self.net.value(params, self.batch.critic_obs)  # [B]
+    ratios = rng.permutation(np.resize(_RATIOS, _B))  # [B]
+    batch = self.batch.replace(
+        log_probs=networks.log_prob(mean, std, self.batch.actions) - np.log(ratios),
+        values=new_values - rng.permutation(np.resize(_VALUE_CHANGES, _B)),
+        advantages=jnp.asarray(rng.normal(size=_B) * 3.0 + 1.0, jnp.float32),
+        returns=new_values + jnp.asarray(rng.normal(size=_B) * 1.5, jnp.float32),
+    )
+    # The batch must exercise every branch of both max() terms, for standardised and raw
+    # advantages alike, or a dropped max() could go unnoticed.
+    raw = np.asarray(batch.advantages)
+    for advantages in (raw, (raw - raw.mean()) / raw.std()):
+      for eps in (0.2, 0.3):
+        for past in (ratios > 1 + eps, ratios < 1 - eps):
+          self.assertGreaterEqual(np.sum(past & (advantages > 0)), 2)
+          self.assertGreaterEqual(np.sum(past & (advantages < 0)), 2)
+    self.assertGreater(abs(raw.mean()), 0.3)
+    self.assertGreater(raw.std(), 2.0)
+    change = np.asarray(new_values - batch.values)
+    error = np.asarray(new_values - batch.returns)
+    clipped_error = error - change + np.clip(change, -0.2, 0.2)
+    moved = np.abs(change) > 0.3
+    self.assertTrue(np.any(moved & (clipped_error**2 > error**2)))
+    self.assertTrue(np.any(moved & (clipped_error**2 < error**2)))
+    return params, batch
+
+  def _reference(self, params, batch, cfg):
+    mean, std = self.net.policy(params, batch.policy_obs)
+    return _reference_ppo_loss(mean, std, self.net.value(params, batch.critic_obs), batch, cfg)
+
+  def _reference_grads(self, params, batch, cfg) -> networks.ActorCriticParams:
+    """The loss gradient by the chain rule through the reference's per-sample derivatives.
+
+    sum_i dL/dlogp_i * dlogp_i/dθ + dL/dV_i * dV_i/dθ - entropy_coef * d mean(entropy)/dθ, with
+    the NumPy derivatives held constant: which samples carry gradient is decided in NumPy, not
+    by the max() and clip() under test.
+    """
+    _, dlogp, dvalue = self._reference(params, batch, cfg)
+    dlogp, dvalue = jnp.asarray(dlogp, jnp.float32), jnp.asarray(dvalue, jnp.float32)
+
+    def linearised(p):
+      mean, std = self.net.policy(p, batch.policy_obs)
+      log_probs = networks.log_prob(mean, std, batch.actions)  # [B]
+      values = self.net.value(p, batch.critic_obs)  # [B]
+      entropy = jnp.mean(networks.entropy(std))
+      return jnp.sum(dlogp * log_probs) + jnp.sum(dvalue * values) - cfg.entropy_coef * entropy
+
+    return jax.grad(linearised)(params)
+
   @chex.variants(with_jit=True, without_jit=True)
   def test_on_policy_ratio_is_one(self):
+    # Catches: metrics missing or renamed, a non-zero KL or clip fraction at ratio 1, the
+    # entropy or the value MSE off, and (through the gradient) advantages that are not divided
+    # by their std: at ratio 1 the policy loss is 0 whatever the division does, its gradient
+    # is not.
     (loss, metrics), grads = self._loss_and_grad(ppo.LossConfig())(self.params, self.batch)
     self.assertEqual(
         set(metrics),
@@ -199,7 +358,7 @@ class PpoLossTest(chex.TestCase):
     chex.assert_shape(list(metrics.values()), ())
     np.testing.assert_allclose(metrics["loss/approx_kl"], 0.0, atol=1e-6)
     np.testing.assert_allclose(metrics["loss/clipfrac"], 0.0)
-    # -mean(normalised advantages * 1) == 0.
+    # -mean(standardised advantages * 1) == 0.
     np.testing.assert_allclose(metrics["loss/policy"], 0.0, atol=1e-6)
     # Entropy of N(., 0.5) per dim, summed over A.
     np.testing.assert_allclose(
@@ -214,6 +373,88 @@ class PpoLossTest(chex.TestCase):
     np.testing.assert_allclose(metrics["loss/total"], loss)
     chex.assert_tree_all_finite(grads)
     chex.assert_trees_all_equal_structs(grads, self.params)
+    # The actor's gradient is -1/B sum_i A_i * dlogp_i (r_i = 1, A standardised), so it scales
+    # with 1 / std(A) = 1/3 here.
+    chex.assert_trees_all_close(
+        grads.actor,
+        self._reference_grads(self.params, self.batch, ppo.LossConfig()).actor,
+        rtol=1e-4, atol=1e-6,
+    )
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_hand_computed_off_policy_minibatch(self):
+    # Catches, with arithmetic anyone can redo: a dropped pessimistic max (either half), the
+    # advantages not divided by their std, a wrong KL estimator, a wrong clip fraction, a value
+    # clip dropped or turned into a min, and the entropy bonus with the wrong sign.
+    # Four samples at init (std 0.5 in each of the A = 3 dims), eps = 0.2:
+    #   advantages A = [2, 2, -1, -1]: mean 0.5, population std 1.5, standardised [1, 1, -1, -1];
+    #   ratios r = [1.5, 0.5, 1.1, 0.6];
+    #   V - V_old = d = [0.5, -0.5, 0.1, 0]; V - R = [-1, -1, 0.5, 2].
+    params = self.params
+    sub = jax.tree.map(lambda x: x[:4], self.batch)
+    mean, std = self.net.policy(params, sub.policy_obs)
+    new_values = self.net.value(params, sub.critic_obs)
+    ratios = np.array([1.5, 0.5, 1.1, 0.6])
+    batch = sub.replace(
+        log_probs=networks.log_prob(mean, std, sub.actions) - np.log(ratios),
+        advantages=jnp.array([2.0, 2.0, -1.0, -1.0]),
+        values=new_values - jnp.array([0.5, -0.5, 0.1, 0.0]),
+        returns=new_values - jnp.array([-1.0, -1.0, 0.5, 2.0]),
+    )
+    (loss, metrics), _ = self._loss_and_grad(ppo.LossConfig())(params, batch)
+    # Policy: -A r = [-1.5, -0.5, 1.1, 0.6]; -A clip(r, 0.8, 1.2) = [-1.2, -0.8, 1.1, 0.8];
+    #   max = [-1.2, -0.5, 1.1, 0.8], mean 0.2 / 4 = 0.05.
+    #   (Only the clipped term: -0.1 / 4 = -0.025; only the unclipped: -0.3 / 4 = -0.075;
+    #   advantages not divided by 1.5: 0.075.)
+    np.testing.assert_allclose(metrics["loss/policy"], 0.05, atol=1e-5)
+    # KL: (r - 1) - log r = [0.5 - 0.4054651, -0.5 + 0.6931472, 0.1 - 0.0953102, -0.4 + 0.5108256]
+    #   = [0.0945349, 0.1931472, 0.0046898, 0.1108256], mean 0.4031975 / 4 = 0.1007994.
+    #   (mean(log r) = -0.1757994, mean(-log r) = 0.1757994, mean((r - 1)^2) = 0.1675.)
+    np.testing.assert_allclose(metrics["loss/approx_kl"], 0.1007994, atol=1e-5)
+    # |r - 1| > 0.2 for 1.5, 0.5 and 0.6: 3 / 4.
+    np.testing.assert_allclose(metrics["loss/clipfrac"], 0.75)
+    # Value: V_clip - R = (V - R) - d + clip(d, -0.2, 0.2) = [-1.3, -0.7, 0.5, 2];
+    #   max((V - R)^2, (V_clip - R)^2) = [1.69, 1, 0.25, 4], mean 6.94 / 4 = 1.735.
+    #   (Unclipped: 6.25 / 4 = 1.5625; min instead of max: 5.74 / 4 = 1.435.)
+    np.testing.assert_allclose(metrics["loss/value"], 1.735, atol=1e-5)
+    # Entropy: 3 * (0.5 + 0.5 log(2 pi) + log 0.5) = 3 * 0.7257914 = 2.1773741.
+    np.testing.assert_allclose(metrics["loss/entropy"], 2.1773741, atol=1e-5)
+    # Total: 0.05 + 1.0 * 1.735 - 0.01 * 2.1773741 = 1.7632263 (+ 0.0217737 would be 1.8067737).
+    np.testing.assert_allclose(metrics["loss/total"], 1.7632263, atol=1e-5)
+    np.testing.assert_allclose(loss, 1.7632263, atol=1e-5)
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_off_policy_metrics_match_numpy_reference(self):
+    # Catches any change to the arithmetic of the loss or its diagnostics: a dropped max() in
+    # either direction, advantages not standardised (or without the division by their std), a
+    # wrong KL estimator, a clip fraction off, the value clip dropped, and the coefficients
+    # applied to the wrong terms; under four configs, ratios past both clip edges with both
+    # signs of advantage, and a value function that has moved past the clip both ways.
+    params, batch = self._off_policy()
+    for name, cfg in _LOSS_CONFIGS.items():
+      with self.subTest(name):
+        (loss, metrics), _ = self._loss_and_grad(cfg)(params, batch)
+        expected, _, _ = self._reference(params, batch, cfg)
+        chex.assert_shape(list(metrics.values()), ())
+        chex.assert_trees_all_close(
+            {key: metrics[key] for key in expected}, expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(loss, expected["loss/total"], rtol=1e-5, atol=1e-5)
+        self.assertBetween(float(metrics["loss/clipfrac"]), 0.1, 0.9)  # both kinds present
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_off_policy_gradient_matches_chain_rule(self):
+    # Catches a pessimistic max that picks the wrong term (so a ratio past the clip in the
+    # direction its advantage favours still pulls on the policy, or one past it in the other
+    # direction stops being corrected), a value clip that lets the clipped branch carry gradient,
+    # and a stop_gradient in the wrong place. The expected gradient applies the chain rule to
+    # the reference's per-sample derivatives.
+    params, batch = self._off_policy()
+    for name in ("default", "coefficients", "unclipped_value"):
+      cfg = _LOSS_CONFIGS[name]
+      with self.subTest(name):
+        _, grads = self._loss_and_grad(cfg)(params, batch)
+        chex.assert_trees_all_close(
+            grads, self._reference_grads(params, batch, cfg), rtol=1e-4, atol=1e-6)
 
   def _policy_only(self, **kwargs) -> ppo.LossConfig:
     return ppo.LossConfig(value_coef=0.0, entropy_coef=0.0, normalize_advantages=False, **kwargs)

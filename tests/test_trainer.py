@@ -8,6 +8,7 @@ import sys
 from absl.testing import absltest
 import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import configs
@@ -15,6 +16,7 @@ from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
 from mjx_walk import families
 from mjx_walk import ledger
+from mjx_walk import normalizer
 from mjx_walk import ppo
 from mjx_walk import train as train_lib
 from mjx_walk import trainer as trainer_lib
@@ -25,10 +27,32 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 tiny_config = configs.tiny
 
 
+def _rsl_rl_rate(lr: float, kl: float, ppo_cfg: config_lib.PPOConfig) -> float:
+  """The KL-adaptive learning rate after one minibatch, in plain Python (rsl_rl's rule).
+
+  KL above twice the target: the rate shrinks by 1.5 (not below the floor); below half the
+  target: it grows by 1.5 (not above the ceiling); otherwise it stays.
+  """
+  desired = ppo_cfg.desired_kl
+  # The bounds are config fields where the config has them, and the rule's defaults otherwise.
+  floor = getattr(ppo_cfg, "min_learning_rate", 1e-5)
+  ceiling = getattr(ppo_cfg, "max_learning_rate", 1e-2)
+  # A KL within rounding of a threshold would make the expected rate a coin toss.
+  for threshold in (2.0 * desired, 0.5 * desired):
+    assert abs(kl - threshold) > 1e-4 * threshold, (kl, threshold)
+  if kl > 2.0 * desired:
+    return max(floor, lr / 1.5)
+  if kl < 0.5 * desired:
+    return min(ceiling, lr * 1.5)
+  return lr
+
+
 class TrainerTest(chex.TestCase):
 
   def test_two_chunks(self):
-    cfg = tiny_config()
+    # One epoch of two minibatches, so that the learning rate the adaptive rule must give can be
+    # derived from the recorded KLs (see the end of the test).
+    cfg = tiny_config(ppo__num_epochs=1)
     trainer = trainer_lib.make_trainer(cfg)
     carry = trainer.init(jax.random.key(cfg.seed))
     params_before = jax.device_get(carry.train.params)
@@ -38,13 +62,15 @@ class TrainerTest(chex.TestCase):
     self.assertGreater(len(np.unique(start)), 1)
     self.assertTrue(np.all((start >= 0) & (start < trainer.env.episode_steps)))
 
-    records = []
+    records, kls, rates = [], [], []
     for _ in range(2):
       carry, metrics = trainer.train_chunk(carry)
       metrics = jax.device_get(metrics)
       chex.assert_tree_all_finite(metrics)
       chex.assert_tree_shape_prefix(metrics, (cfg.updates_per_chunk,))
       records.append(trainer_lib.summarize(metrics))
+      kls.extend(metrics["loss/approx_kl"])
+      rates.extend(metrics["ppo/learning_rate"])
 
     for record in records:
       self.assertBetween(record["families/min_per_minibatch"], 1, cfg.families.num_train_families)
@@ -87,9 +113,19 @@ class TrainerTest(chex.TestCase):
       self.assertAlmostEqual(shares, 1.0, places=5)
       self.assertGreater(record["reset/timeout"], 0.0)
       self.assertGreater(record["policy/std_mean"], 0.0)
-    # desired_kl > 0: the adaptive schedule moved the rate inside the jitted chunk.
-    lr_after = float(ppo.get_learning_rate(carry.train.opt_state))
-    self.assertNotEqual(lr_after, lr_before)
+    # desired_kl > 0: the adaptive rule runs on every minibatch's KL, inside the jitted chunk.
+    # Catches an adaptation that does not run, runs once per update or per chunk, reads another
+    # KL, or inverts or mis-scales the rule. An update's first minibatch is measured before any
+    # step, so its KL is 0 (behaviour and current policy are the same) and the rate rises; the
+    # update's recorded KL is the mean over its 2 minibatches, so the second one measured
+    # 2 * recorded. Expected rates follow from the rule written out in `_rsl_rl_rate`.
+    lr = lr_before
+    for update, (kl, rate) in enumerate(zip(kls, rates)):
+      lr = _rsl_rl_rate(_rsl_rl_rate(lr, 0.0, cfg.ppo), 2.0 * float(kl), cfg.ppo)
+      self.assertAlmostEqual(float(rate), lr, delta=1e-5 * lr, msg=f"update {update}")
+    self.assertAlmostEqual(float(ppo.get_learning_rate(carry.train.opt_state)), lr,
+                           delta=1e-5 * lr)
+    self.assertNotEqual(lr, lr_before)
 
   def test_chunk_metrics_keys(self):
     cfg = tiny_config()
@@ -129,6 +165,84 @@ class TrainerTest(chex.TestCase):
     cfg.num_envs = 9
     with self.assertRaisesRegex(ValueError, r"num_envs=9 .*num_minibatches=2"):
       trainer_lib.make_trainer(cfg)
+
+
+class CollectTest(chex.TestCase):
+
+  def test_timeouts_bootstrap_from_the_true_final_observation(self):
+    """Catches a timeout bootstrapped from the next episode's first observation.
+
+    After an auto-reset, `obs` is the next episode's first frame; the value of a truncated step
+    must be that of the frame the episode ended on. Both ways to get this wrong are caught: the
+    trainer reading `next_env.obs` instead of `next_env.final_obs`, and the env storing the
+    reset observation in `final_obs`. The reference replays the rollout with the env's own step
+    and gets each true final frame by taking the same step again with the episode clock turned
+    back, so that the time limit does not fire and nothing resets.
+    """
+    cfg = tiny_config()  # 5-step episodes, 6-step rollouts, staggered clocks: many timeouts
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(3))
+    # Besides the time limit, only the command schedule and the pushes read the episode clock; a
+    # constant command and no pushes make the replay with the clock turned back the same step.
+    fam = carry.env.family
+    env_state = carry.env.replace(family=fam.replace(
+        commands=jnp.broadcast_to(fam.commands[:, :1], fam.commands.shape),
+        push_forces=jnp.zeros_like(fam.push_forces)))
+    train, _, traj = trainer.collect(carry.train, env_state)
+    traj = jax.device_get(traj)
+    num_steps, num_envs = traj.reward.shape
+    truncated, terminated = np.asarray(traj.truncated), np.asarray(traj.terminated)
+    self.assertGreaterEqual(truncated.sum(), num_envs)
+
+    step = jax.jit(jax.vmap(trainer.env.step))
+    update = jax.jit(normalizer.update)
+    value = jax.jit(lambda norm, obs: trainer.networks.value(
+        train.params, normalizer.normalize(norm, obs)["critic"]))
+    norm = carry.train.normalizer
+    state = env_state
+    for t in range(num_steps):
+      action = jnp.asarray(traj.action[t])
+      nxt = step(state, action)
+      # The replay is the rollout: same episode ends, rewards and normalised observations.
+      np.testing.assert_array_equal(nxt.truncated, truncated[t])
+      np.testing.assert_array_equal(nxt.terminated, terminated[t])
+      np.testing.assert_allclose(nxt.reward, traj.reward[t], rtol=1e-4, atol=1e-6)
+      norm = update(norm, state.obs)  # the rollout normalises with stats that include obs_t
+      np.testing.assert_allclose(value(norm, state.obs), traj.value[t], rtol=1e-3, atol=1e-3)
+
+      # The same step from the same state with the clock at 0: no timeout, no reset, so its
+      # observation is the frame the episode ended on.
+      rewound = state.replace(task=state.task.replace(
+          step=jnp.where(truncated[t], 0, state.task.step)))
+      continued = step(rewound, action)
+      ended = truncated[t]
+      np.testing.assert_array_equal(
+          np.asarray(continued.reset_reason)[ended], env_lib.ResetReason.NONE)
+      true_final = value(norm, continued.obs)  # [N]
+      next_first = value(norm, nxt.obs)  # [N]
+      if ended.any():
+        # The two candidates differ by far more than the tolerance below, so it can tell them
+        # apart.
+        self.assertGreater(np.min(np.abs(true_final - next_first)[ended]), 0.05)
+        np.testing.assert_allclose(
+            traj.final_value[t][ended], np.asarray(true_final)[ended], rtol=1e-3, atol=1e-3,
+            err_msg=f"step {t}: a timeout's final_value is not V(true final observation)")
+        # Env level: final_obs is the frame the episode ended on, obs the next one's first.
+        chex.assert_trees_all_close(
+            jax.tree.map(lambda x: x[ended], nxt.final_obs),
+            jax.tree.map(lambda x: x[ended], continued.obs), rtol=1e-5, atol=1e-5)
+        for key in nxt.obs:
+          self.assertFalse(np.allclose(nxt.obs[key][ended], nxt.final_obs[key][ended]), key)
+      # Where the episode goes on, final_obs is obs, and final_value its value.
+      going = ~(truncated[t] | terminated[t])
+      chex.assert_trees_all_equal(
+          jax.tree.map(lambda x: x[going], nxt.final_obs),
+          jax.tree.map(lambda x: x[going], nxt.obs))
+      np.testing.assert_allclose(
+          traj.final_value[t][going], np.asarray(next_first)[going], rtol=1e-3, atol=1e-3)
+      state = nxt
+    # The replayed statistics are the rollout's.
+    chex.assert_trees_all_close(norm, train.normalizer, rtol=1e-3, atol=1e-5)
 
 
 class SummarizeTest(absltest.TestCase):

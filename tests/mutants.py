@@ -1,0 +1,243 @@
+"""Mutation check: plants known PPO bugs in a copy of the repository and runs the tests meant to
+catch each one.
+
+  python tests/mutants.py              # every mutant
+  python tests/mutants.py kl_mean_log_ratio gae_trace_not_cut_at_done   # some of them
+
+The repository's files as git sees them (`git ls-files`: tracked files and new files that are
+not ignored, as they are in the working tree) are copied to a temporary folder. The unmutated
+copy runs every selected test first and must pass, or the check means nothing. Then each mutant
+replaces one exact snippet of one package file, which must occur exactly once (the script
+stops if it does not, so it cannot go stale silently), and runs only its own tests in the copy,
+with PYTHONPATH pointing there; a pytest plugin asserts that the tests imported `mjx_walk`
+from the copy, not the editable install. A mutant is KILLED when pytest reports failing tests
+(exit status 1); any other failure to run (a collection error, say) is an ERROR, never a kill.
+
+Prints one line per mutant (name, file, KILLED / SURVIVED / ERROR, seconds) and a final JSON
+line {"killed": k, "survived": s, "mutants": n}; exits non-zero unless every mutant was killed.
+Not collected by pytest (the name does not match test_*.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# Test selections, as pytest node ids relative to the repository root.
+PPO_LOSS = ("tests/test_ppo.py::PpoLossTest",)
+GAE = ("tests/test_ppo.py::GaeTest",)
+BOOTSTRAP = ("tests/test_trainer.py::CollectTest",)
+ENV_FINAL_OBS = (
+    "tests/test_env.py::EnvTest::test_timeout_is_a_truncation_with_true_final_obs",
+    *BOOTSTRAP,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+  """One planted bug: `original` (exactly once in `path`) becomes `replacement`."""
+
+  name: str
+  path: str
+  original: str
+  replacement: str
+  tests: tuple[str, ...]
+
+
+MUTANTS = (
+    # The clipped surrogate without its pessimistic max.
+    Mutant("policy_loss_clipped_only", "mjx_walk/ppo.py",
+           "policy_loss = jnp.mean(jnp.maximum(surrogate, surrogate_clipped))",
+           "policy_loss = jnp.mean(surrogate_clipped)", PPO_LOSS),
+    Mutant("policy_loss_unclipped_only", "mjx_walk/ppo.py",
+           "policy_loss = jnp.mean(jnp.maximum(surrogate, surrogate_clipped))",
+           "policy_loss = jnp.mean(surrogate)", PPO_LOSS),
+    # Advantage normalisation that only centres.
+    Mutant("advantages_not_divided_by_std", "mjx_walk/ppo.py",
+           "advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)",
+           "advantages = advantages - advantages.mean()", PPO_LOSS),
+    # The ratio upside down: old over new.
+    Mutant("ratio_inverted", "mjx_walk/ppo.py",
+           "log_ratio = new_log_probs - batch.log_probs",
+           "log_ratio = batch.log_probs - new_log_probs", PPO_LOSS),
+    # Wrong approximate-KL estimators.
+    Mutant("kl_mean_log_ratio", "mjx_walk/ppo.py",
+           "approx_kl = jnp.mean(jax.lax.stop_gradient((ratio - 1.0) - log_ratio))",
+           "approx_kl = jnp.mean(jax.lax.stop_gradient(log_ratio))", PPO_LOSS),
+    Mutant("kl_mean_neg_log_ratio", "mjx_walk/ppo.py",
+           "approx_kl = jnp.mean(jax.lax.stop_gradient((ratio - 1.0) - log_ratio))",
+           "approx_kl = jnp.mean(jax.lax.stop_gradient(-log_ratio))", PPO_LOSS),
+    Mutant("kl_squared_ratio", "mjx_walk/ppo.py",
+           "approx_kl = jnp.mean(jax.lax.stop_gradient((ratio - 1.0) - log_ratio))",
+           "approx_kl = jnp.mean(jax.lax.stop_gradient((ratio - 1.0) ** 2))", PPO_LOSS),
+    # The value clip dropped, and the entropy bonus turned into a penalty.
+    Mutant("value_clip_dropped", "mjx_walk/ppo.py",
+           "value_loss = jnp.mean(jnp.maximum(value_error, value_error_clipped))",
+           "value_loss = jnp.mean(value_error)", PPO_LOSS),
+    Mutant("entropy_bonus_sign", "mjx_walk/ppo.py",
+           "total = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy",
+           "total = policy_loss + cfg.value_coef * value_loss + cfg.entropy_coef * entropy",
+           PPO_LOSS),
+    # GAE: the trace runs on across episode ends; a fall bootstraps; a timeout bootstraps from
+    # the next episode's first value; the value targets lose the values.
+    Mutant("gae_trace_not_cut_at_done", "mjx_walk/ppo.py",
+           "advantage = delta + jnp.where(done, 0.0, gamma_lambda * next_advantage)",
+           "advantage = delta + gamma_lambda * next_advantage", GAE),
+    Mutant("gae_termination_bootstraps", "mjx_walk/ppo.py",
+           "next_values = jnp.where(terminated, 0.0, next_values)",
+           "next_values = next_values", GAE),
+    Mutant("gae_truncation_uses_next_row", "mjx_walk/ppo.py",
+           "next_values = jnp.where(truncated, truncation_values, next_values)",
+           "next_values = next_values", GAE),
+    Mutant("gae_returns_without_values", "mjx_walk/ppo.py",
+           "returns = advantages + values  # [T, N]",
+           "returns = advantages  # [T, N]", GAE),
+    # A timeout bootstrapped from the next episode's first observation: in the trainer, and in
+    # the env's final_obs.
+    Mutant("bootstrap_from_next_episode", "mjx_walk/trainer.py",
+           "final_obs = normalize(train.normalizer, next_env.final_obs)",
+           "final_obs = normalize(train.normalizer, next_env.obs)", BOOTSTRAP),
+    Mutant("env_final_obs_after_reset", "mjx_walk/env.py",
+           "        final_obs=obs,\n        reward=reward,\n",
+           "        final_obs=_tree_where(done, fresh.obs, obs),\n        reward=reward,\n",
+           ENV_FINAL_OBS),
+)
+
+# Loaded into every pytest run of the copy (-p): fails the run unless the package the tests
+# imported is the copy's.
+_GUARD = '''
+import os
+import sys
+
+import pytest
+
+
+def pytest_collection_finish(session):
+  root = os.path.realpath(os.environ["MUTANTS_COPY"])
+  module = sys.modules.get("mjx_walk")
+  where = os.path.realpath(getattr(module, "__file__", None) or "(not imported)")
+  if not where.startswith(root + os.sep):
+    raise pytest.UsageError(f"mjx_walk was imported from {where}, not from the copy at {root}")
+'''
+
+
+def _source_files() -> list[str]:
+  """The repository's files as git sees them: tracked, and new but not ignored."""
+  out = subprocess.run(
+      ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+      capture_output=True, check=True).stdout
+  names = sorted({name for name in out.decode().split("\0") if name})
+  # A tracked file deleted in the working tree is left out.
+  return [name for name in names if (REPO / name).is_file() and not (REPO / name).is_symlink()]
+
+
+def _copy_tree(dest: pathlib.Path) -> None:
+  for name in _source_files():
+    target = dest / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / name, target)
+
+
+def _check_snippets(mutants, root: pathlib.Path) -> None:
+  """Stops unless every original snippet occurs exactly once under `root` and every mutant
+  still compiles."""
+  problems = []
+  for m in mutants:
+    text = (root / m.path).read_text()
+    count = text.count(m.original)
+    if count != 1:
+      problems.append(f"{m.name}: the snippet occurs {count} times in {m.path} (must be 1): "
+                      f"{m.original!r}")
+      continue
+    try:
+      compile(text.replace(m.original, m.replacement), m.path, "exec")
+    except SyntaxError as error:
+      problems.append(f"{m.name}: the mutated {m.path} does not compile: {error}")
+  if problems:
+    sys.exit("mutants.py is stale; update MUTANTS:\n  " + "\n  ".join(problems))
+
+
+def _pytest(copy: pathlib.Path, guard_dir: pathlib.Path, tests, timeout: float) -> int:
+  """Runs the selected tests in the copy; returns pytest's exit status (124 on a timeout)."""
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(copy), str(guard_dir)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+  env["PYTHONDONTWRITEBYTECODE"] = "1"  # a restored file must never meet a mutant's .pyc
+  env["MUTANTS_COPY"] = str(copy)
+  command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "_mutants_guard",
+             "-x", "-q", "-n", "0", "--no-header", *tests]
+  try:
+    done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+  except subprocess.TimeoutExpired:
+    return 124
+  if done.returncode not in (0, 1):
+    print(done.stdout[-4000:] + done.stderr[-4000:], file=sys.stderr)
+  return done.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+  parser.add_argument("--timeout", type=float, default=900.0,
+                      help="seconds per pytest run; a mutant that runs longer is an ERROR")
+  args = parser.parse_args(argv)
+  known = {m.name: m for m in MUTANTS}
+  unknown = [name for name in args.names if name not in known]
+  if unknown:
+    parser.error(f"unknown mutants {unknown}; known: {sorted(known)}")
+  mutants = [known[name] for name in args.names] if args.names else list(MUTANTS)
+
+  with tempfile.TemporaryDirectory(prefix="mjx_walk-mutants-") as tmp:
+    copy, guard_dir = pathlib.Path(tmp) / "repo", pathlib.Path(tmp) / "guard"
+    _copy_tree(copy)
+    _check_snippets(mutants, copy)  # on the copy: the files the mutants are applied to
+    guard_dir.mkdir()
+    (guard_dir / "_mutants_guard.py").write_text(_GUARD)
+
+    selected = list(dict.fromkeys(test for m in mutants for test in m.tests))
+    start = time.monotonic()
+    status = _pytest(copy, guard_dir, selected, args.timeout)
+    print(f"{'(unmutated)':<32} {'-':<20} {'PASSED' if status == 0 else 'FAILED':<8} "
+          f"{time.monotonic() - start:7.1f}s", flush=True)
+    if status != 0:
+      print("the unmutated copy fails its selected tests (exit status "
+            f"{status}); fix that first", file=sys.stderr)
+      return 2
+
+    killed = survived = errors = 0
+    for m in mutants:
+      path = copy / m.path
+      original = path.read_text()
+      path.write_text(original.replace(m.original, m.replacement))
+      start = time.monotonic()
+      try:
+        status = _pytest(copy, guard_dir, m.tests, args.timeout)
+      finally:
+        path.write_text(original)
+      outcome = {0: "SURVIVED", 1: "KILLED"}.get(status, "ERROR")
+      killed += outcome == "KILLED"
+      survived += outcome == "SURVIVED"
+      errors += outcome == "ERROR"
+      print(f"{m.name:<32} {m.path:<20} {outcome:<8} {time.monotonic() - start:7.1f}s",
+            flush=True)
+
+  summary = {"killed": killed, "survived": survived, "mutants": len(mutants)}
+  if errors:
+    summary["errors"] = errors
+  print(json.dumps(summary))
+  return 0 if killed == len(mutants) else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
