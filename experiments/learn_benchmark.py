@@ -23,14 +23,13 @@ The curve is also in the run's ledger, as for any run.
 from __future__ import annotations
 
 import copy
-import datetime
 import json
-import pathlib
 import statistics
 
 from absl import app
 from absl import flags
 
+from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import ledger
 from mjx_walk import train
@@ -69,16 +68,14 @@ def summarize(records: list[dict]) -> dict:
 
 def main(argv: list[str]) -> None:
   del argv
-  train.quiet_library_logs()
+  cli.quiet_library_logs()
   config = copy.deepcopy(flags.FLAGS.config)
   config.panel.every_chunks = 0  # evaluations follow the wall clock instead
   # Enough steps never to end before the budget does.
   config.total_env_steps = max(config.total_env_steps, 10**12)
   config_lib.validate(config)
-  run_dir = pathlib.Path(flags.FLAGS.run_dir or "runs/learn-" + datetime.datetime.now(
-      datetime.timezone.utc).strftime("%Y%m%d-%H%M%S"))
-  train.run(config, run_dir, wall_budget_seconds=60 * _BUDGET.value,
-            eval_every_seconds=60 * _EVAL_EVERY.value)
+  run_dir = train.run(config, flags.FLAGS.run_dir, wall_budget_seconds=60 * _BUDGET.value,
+                      eval_every_seconds=60 * _EVAL_EVERY.value)
   result = summarize(ledger.read_run(run_dir))
   result.update(budget_minutes=_BUDGET.value, run_dir=str(run_dir), num_envs=config.num_envs)
   print(json.dumps(result))

@@ -51,6 +51,7 @@ import numpy as np
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
 from mjx_walk import families
+from mjx_walk import run_folder
 
 Metrics = dict[str, jax.Array]
 
@@ -62,8 +63,6 @@ FALL_TILT_BINS: np.ndarray = np.arange(0.0, 180.0 + 1e-9, 10.0)
 of 10 degrees from 0 (level) to 180 (upside down)."""
 REASON_NAMES: tuple[str, ...] = env_lib.REASON_NAMES
 """Columns of the per-family reset histogram: every `ResetReason` but NONE, in code order."""
-TRACE_DIR = "traces"
-"""Early-end traces are written to this folder of the run folder."""
 CONTACT_EVENTS: tuple[tuple[str, str], ...] = (
     ("contact/slips", "foot slips"),
     ("contact/stumbles", "stumbles"),
@@ -396,7 +395,7 @@ def write_traces(run_dir: pathlib.Path | str, metrics_chunk: Mapping[str, np.nda
   """
   if "trace/valid" not in metrics_chunk:
     return []
-  folder = pathlib.Path(run_dir) / TRACE_DIR
+  folder = run_folder.RunFolder(pathlib.Path(run_dir)).traces_dir
   existing = len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
   valid = np.asarray(metrics_chunk["trace/valid"])  # [K, S]
   written = []
@@ -535,7 +534,7 @@ def flags(records: list[dict], config: config_lib.TrainConfig) -> list[str]:
   if early > 0 and episodes > 0:
     out.append(f"{_percent(early / episodes)} of episodes ended within {audit.early_end_steps} "
                f"steps (early ends: {early:.0f} of {episodes:.0f} over the run; their traces "
-               f"are in {TRACE_DIR}/)")
+               f"are in {run_folder.TRACES}/)")
 
   half = len(window) // 2
   if half:

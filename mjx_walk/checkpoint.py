@@ -1,4 +1,4 @@
-"""Orbax checkpoints of a whole run, and restoring them: train state, env state, policy, manifest
+"""Orbax checkpoints of a whole run, verified on restore: train state, env state, policy, manifest
 and config.
 
 A checkpoint is one step folder under `<run>/checkpoints/`, written by an orbax
@@ -12,21 +12,32 @@ touches the previous checkpoint). Its items:
   manifest  the seed-family manifest (JSON), checked against its hash on restore
   config    the resolved config (JSON)
   progress  update, env steps, wall-clock seconds and the held-out score, for people (JSON)
+  contents  what the array items hold (JSON): every stored leaf's shape, dtype and sha256, and
+            the config and manifest hashes
 
-Restoring works against abstract shapes from `jax.eval_shape(trainer.init, key)`: nothing is
-reset or compiled to restore. Typed PRNG keys are stored as their raw key data.
+Restoring verifies everything before the state is used: the config against the run's
+(`field: old -> new` for each difference that changes the computation), the manifest hash, each
+leaf's shape and dtype against abstract shapes from `jax.eval_shape(trainer.init, key)`, and each
+restored leaf's sha256 against `contents`. A failure names the step, the path and the leaf or
+field. Resuming falls back past failed checkpoints to the newest intact one and says so; an
+explicit step is refused. Nothing is reset or compiled to restore. Typed PRNG keys are stored as
+their raw key data.
 
-The newest `checkpoint.max_to_keep` checkpoints are kept, and with `checkpoint.keep_best` also the
-one with the best held-out score (mean success rate over the strata, fall rate breaking ties).
+A train state with a non-finite value is never saved (`DivergedError`): the keep-policy below
+could otherwise rotate the last good checkpoint out. The newest `checkpoint.max_to_keep`
+checkpoints are kept, and with `checkpoint.keep_best` also the one with the best held-out score
+(mean success rate over the strata, fall rate breaking ties).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import pathlib
 import re
-from typing import Any
+import sys
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -35,18 +46,23 @@ import orbax.checkpoint as ocp
 
 from mjx_walk import config as config_lib
 from mjx_walk import families
+from mjx_walk import run_folder
 from mjx_walk import trainer as trainer_lib
 
-DIRNAME = "checkpoints"
-_ITEMS = ("train", "env", "policy", "manifest", "config", "progress")
+_ARRAY_ITEMS = ("train", "env", "policy")
+_ITEMS = (*_ARRAY_ITEMS, "manifest", "config", "progress", "contents")
 
 
 class CheckpointError(RuntimeError):
-  """No checkpoint to restore, or none that is intact."""
+  """No checkpoint to restore, or none that is intact and compatible."""
+
+
+class DivergedError(CheckpointError):
+  """A train state with NaN or inf was about to be saved."""
 
 
 def directory(run_dir: pathlib.Path | str) -> pathlib.Path:
-  return pathlib.Path(run_dir).resolve() / DIRNAME
+  return run_folder.RunFolder(pathlib.Path(run_dir)).checkpoints
 
 
 def held_out_score(result: dict[str, Any]) -> float:
@@ -85,6 +101,12 @@ def _stored_leaves(tree: Any) -> dict[str, Any]:
   return leaves
 
 
+def _stored_spec(x: Any) -> jax.ShapeDtypeStruct:
+  """Shape and dtype a leaf is stored with (a typed key as its key data)."""
+  return jax.eval_shape(jax.random.key_data, x) if _is_key(x) else jax.ShapeDtypeStruct(
+      x.shape, x.dtype)
+
+
 def _to_storable(tree: Any) -> dict[str, np.ndarray]:
   """Host NumPy copies of the non-empty leaves, typed keys as their key data."""
   return {name: np.asarray(jax.device_get(jax.random.key_data(x) if _is_key(x) else x))
@@ -93,7 +115,7 @@ def _to_storable(tree: Any) -> dict[str, np.ndarray]:
 
 def _restore_args(abstract: Any) -> ocp.args.StandardRestore:
   def target(x):
-    spec = jax.eval_shape(jax.random.key_data, x) if _is_key(x) else x
+    spec = _stored_spec(x)
     return np.zeros(spec.shape, spec.dtype)
   return ocp.args.StandardRestore({name: target(x) for name, x in _stored_leaves(abstract).items()})
 
@@ -108,6 +130,55 @@ def _from_storable(stored: dict[str, Any], abstract: Any) -> Any:
       return jax.random.wrap_key_data(jnp.asarray(value))  # the default impl, as jax.random.key
     return jnp.asarray(value, dtype=spec.dtype)
   return jax.tree_util.tree_map_with_path(restore_leaf, abstract)
+
+
+# WHAT A CHECKPOINT HOLDS
+
+
+def _sha256(array: np.ndarray) -> str:
+  return hashlib.sha256(np.ascontiguousarray(array).view(np.uint8)).hexdigest()
+
+
+def _describe(stored: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+  """{leaf: {"shape", "dtype", "sha256"}} of a storable tree."""
+  return {name: {"shape": list(a.shape), "dtype": str(a.dtype), "sha256": _sha256(a)}
+          for name, a in stored.items()}
+
+
+def config_hash(config: config_lib.TrainConfig) -> str:
+  return hashlib.sha256(config.to_json().encode()).hexdigest()
+
+
+def _check_layout(item: str, recorded: dict[str, Any], abstract: Any) -> list[str]:
+  """Leaves of `item` whose recorded shape or dtype is not what this config's state needs."""
+  expected = {name: _stored_spec(x) for name, x in _stored_leaves(abstract).items()}
+  problems = [f"{item}/{name}: missing" for name in sorted(set(expected) - set(recorded))]
+  problems += [f"{item}/{name}: not in this config's state"
+               for name in sorted(set(recorded) - set(expected))]
+  for name in sorted(set(expected) & set(recorded)):
+    want, got = expected[name], recorded[name]
+    if list(want.shape) != got["shape"] or str(want.dtype) != got["dtype"]:
+      problems.append(f"{item}/{name}: saved {got['dtype']}{got['shape']}, this config needs "
+                      f"{want.dtype}{list(want.shape)}")
+  return problems
+
+
+def _check_sums(item: str, recorded: dict[str, Any], stored: dict[str, Any]) -> list[str]:
+  """Restored leaves of `item` whose bytes are not the ones saved."""
+  problems = []
+  for name, entry in recorded.items():
+    array = np.asarray(stored[name])
+    if list(array.shape) != entry["shape"] or str(array.dtype) != entry["dtype"]:
+      problems.append(f"{item}/{name}: read back as {array.dtype}{list(array.shape)}, saved as "
+                      f"{entry['dtype']}{entry['shape']}")
+    elif _sha256(array) != entry["sha256"]:
+      problems.append(f"{item}/{name}: checksum mismatch (the data changed after it was saved)")
+  return problems
+
+
+def _nonfinite_leaves(tree: Any) -> list[str]:
+  return [_leaf_name(path) for path, x in jax.tree_util.tree_leaves_with_path(tree)
+          if jnp.issubdtype(x.dtype, jnp.inexact) and not bool(jnp.all(jnp.isfinite(x)))]
 
 
 # SAVING
@@ -144,7 +215,8 @@ class Checkpointer:
   def __init__(self, run_dir: pathlib.Path | str, config: config_lib.TrainConfig,
                manifest: families.Manifest):
     self._config = config
-    self._manifest_json = manifest.to_json()
+    self._manifest = manifest
+    self._directory = directory(run_dir)
     self._manager = _manager(run_dir, config.checkpoint)
 
   def save(self, carry: trainer_lib.Carry, *, wall_seconds: float,
@@ -155,26 +227,36 @@ class Checkpointer:
       carry: the run's state after a chunk.
       wall_seconds: seconds since the run started (recorded for people).
       evaluation: the held-out result of this step, if the panel ran; it ranks the checkpoint.
+
+    Raises:
+      DivergedError: the train state holds NaN or inf; nothing is saved.
     """
     train = carry.train
     step = int(train.update_step)
+    nonfinite = _nonfinite_leaves(train)
+    if nonfinite:
+      raise DivergedError(f"refusing to save update {step}: the train state is not finite in "
+                          f"{', '.join(nonfinite[:5])}")
     score = None if evaluation is None else held_out_score(evaluation)
     progress = {"update": step, "env_steps": step * self._config.batch_size,
                 "wall_seconds": wall_seconds, "held_out_score": score}
+    arrays = {"train": _to_storable(train), "env": _to_storable(carry.env),
+              "policy": _to_storable(_policy_tree(train))}
+    contents = {"config_sha256": config_hash(self._config), "manifest_hash": self._manifest.hash,
+                "items": {item: _describe(stored) for item, stored in arrays.items()}}
     self._manager.save(
         step,
         args=ocp.args.Composite(
-            train=ocp.args.StandardSave(_to_storable(train)),
-            env=ocp.args.StandardSave(_to_storable(carry.env)),
-            policy=ocp.args.StandardSave(_to_storable(_policy_tree(train))),
-            manifest=ocp.args.JsonSave(self._manifest_json),
+            **{item: ocp.args.StandardSave(stored) for item, stored in arrays.items()},
+            manifest=ocp.args.JsonSave(self._manifest.to_json()),
             config=ocp.args.JsonSave(self._config.to_dict()),
             progress=ocp.args.JsonSave(progress),
+            contents=ocp.args.JsonSave(contents),
         ),
         metrics=None if score is None else {"score": score},
         force=True,
     )
-    return pathlib.Path(self._manager.directory) / str(step)
+    return self._directory / str(step)
 
   def close(self) -> None:
     self._manager.wait_until_finished()
@@ -198,6 +280,10 @@ class Restored:
   path: pathlib.Path
 
 
+class _Unusable(Exception):
+  """One checkpoint failed verification; the message says what failed."""
+
+
 def steps(run_dir: pathlib.Path | str) -> list[int]:
   """Saved steps, oldest first (an interrupted save's temporary folder is not a step)."""
   if not directory(run_dir).is_dir():
@@ -209,37 +295,125 @@ def steps(run_dir: pathlib.Path | str) -> list[int]:
     manager.close()
 
 
+def _ignore_aborted_reads() -> None:
+  """Drops the 'Event loop is closed' errors of a restore that fails.
+
+  When one file of a checkpoint cannot be read, Orbax closes its event loop while TensorStore
+  still completes the item's other reads; each completion then fails to schedule its callback
+  and Python prints a traceback through `sys.unraisablehook`, dozens of them, after the error
+  was already reported with its step and path. Those, and only those, are dropped.
+  """
+  previous = sys.unraisablehook
+  if getattr(previous, "ignores_aborted_reads", False):
+    return
+
+  def hook(unraisable):
+    error = unraisable.exc_value
+    if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+      previous(unraisable)
+
+  hook.ignores_aborted_reads = True
+  sys.unraisablehook = hook
+
+
 def _restore_items(run_dir: pathlib.Path | str, step: int, args: dict[str, Any]) -> Any:
+  _ignore_aborted_reads()  # before the reads: their callbacks may fail while Orbax still raises
   manager = _manager(run_dir, None, read_only=True)
   try:
     return manager.restore(step, args=ocp.args.Composite(**args))
+  except Exception as error:  # pylint: disable=broad-except
+    # Orbax and TensorStore raise many types for a torn or missing file.
+    raise _Unusable(f"unreadable ({type(error).__name__}: {str(error)[:300]})") from error
   finally:
     manager.close()
 
 
 def read_json_items(run_dir: pathlib.Path | str, step: int) -> tuple[
-    config_lib.TrainConfig, families.Manifest, dict[str, Any]]:
-  """The config, manifest and progress of a checkpoint, without touching its arrays."""
-  items = _restore_items(run_dir, step, {
-      "config": ocp.args.JsonRestore(), "manifest": ocp.args.JsonRestore(),
-      "progress": ocp.args.JsonRestore()})
-  return (config_lib.from_dict(items["config"]), families.Manifest.from_json(items["manifest"]),
-          items["progress"])
+    config_lib.TrainConfig, families.Manifest, dict[str, Any], dict[str, Any]]:
+  """The config, manifest, progress and contents of a checkpoint, without touching its arrays.
+
+  Raises:
+    CheckpointError: naming the step and path, when they cannot be read or do not agree (the
+      manifest's or the config's hash is not the one recorded in `contents`).
+  """
+  try:
+    return _read_json_items(run_dir, step)
+  except _Unusable as error:
+    raise CheckpointError(f"checkpoint step {step} at {directory(run_dir) / str(step)}: "
+                          f"{error}") from None
+
+
+def _read_json_items(run_dir, step):
+  items = _restore_items(run_dir, step, {name: ocp.args.JsonRestore() for name in (
+      "config", "manifest", "progress", "contents")})
+  try:
+    manifest = families.Manifest.from_json(items["manifest"])
+    config = config_lib.from_dict(items["config"])
+  except (ValueError, TypeError, KeyError) as error:
+    raise _Unusable(f"unreadable manifest or config ({error})") from error
+  contents = items["contents"]
+  if not isinstance(contents, dict) or not {"items", "config_sha256", "manifest_hash"} <= set(
+      contents):
+    raise _Unusable("it records no contents to verify against")
+  if contents["manifest_hash"] != manifest.hash or contents["config_sha256"] != config_hash(config):
+    raise _Unusable("its manifest or config does not match the hashes recorded with it")
+  return config, manifest, items["progress"], contents
+
+
+def _listed(problems: list[str], limit: int = 6) -> str:
+  """Indented lines, the first `limit` of them and a count of the rest."""
+  shown = problems[:limit] + ([f"... and {len(problems) - limit} more"]
+                              if len(problems) > limit else [])
+  return "".join(f"\n    {line}" for line in shown)
+
+
+def _verified_item(run_dir, step, item, abstract, contents) -> Any:
+  """Restores one array item after checking its layout, and checks every leaf's checksum."""
+  recorded = contents["items"].get(item)
+  if recorded is None:
+    raise _Unusable(f"it records no contents for {item}")
+  problems = _check_layout(item, recorded, abstract)
+  if problems:
+    raise _Unusable(f"its arrays do not fit this config's state:{_listed(problems)}")
+  stored = _restore_items(run_dir, step, {item: _restore_args(abstract)})[item]
+  problems = _check_sums(item, recorded, stored)
+  if problems:
+    raise _Unusable(f"corrupted:{_listed(problems)}")
+  return _from_storable(stored, abstract)
+
+
+def _verified(run_dir, step, abstract_carry, config, manifest) -> Restored:
+  saved_config, saved_manifest, progress, contents = _read_json_items(run_dir, step)
+  changes = config_lib.computation_changes(saved_config, config)
+  if changes:
+    raise _Unusable("written with another config:" + _listed(
+        [f"{field}: {old!r} -> {new!r}" for field, old, new in changes], limit=len(changes)))
+  if saved_manifest.hash != manifest.hash:
+    raise _Unusable(f"its manifest (hash {saved_manifest.hash}) is not this run's (hash "
+                    f"{manifest.hash}); the run cannot continue on other families")
+  carry = trainer_lib.Carry(
+      train=_verified_item(run_dir, step, "train", abstract_carry.train, contents),
+      env=_verified_item(run_dir, step, "env", abstract_carry.env, contents))
+  return Restored(carry=carry, manifest=saved_manifest, config=saved_config, step=step,
+                  progress=progress, path=directory(run_dir) / str(step))
 
 
 def restore(run_dir: pathlib.Path | str, abstract_carry: trainer_lib.Carry,
-            step: int | None = None, log=print) -> Restored:
-  """Restores a checkpoint against abstract shapes, falling back past broken ones.
+            config: config_lib.TrainConfig, manifest: families.Manifest,
+            step: int | None = None, log: Callable[[str], Any] = print) -> Restored:
+  """Restores a verified checkpoint, falling back past failed ones unless `step` is given.
 
   Args:
     run_dir: the run folder.
-    abstract_carry: `jax.eval_shape(trainer.init, key)`.
+    abstract_carry: `jax.eval_shape(trainer.init, key)` of the run's trainer.
+    config: the run's config; a checkpoint whose config computes something else is refused.
+    manifest: the run's manifest; a checkpoint of other families is refused.
     step: a specific update step; None for the newest intact checkpoint.
     log: where fallback notices go.
 
   Raises:
-    CheckpointError: no checkpoint, the requested step is missing or broken, or every
-      checkpoint is broken. The message names each step and path that failed.
+    CheckpointError: no checkpoint, the requested step is missing or fails verification, or
+      every checkpoint does. The message names each step, path and what failed.
   """
   available = steps(run_dir)
   if not available:
@@ -252,48 +426,53 @@ def restore(run_dir: pathlib.Path | str, abstract_carry: trainer_lib.Carry,
   for candidate in candidates:
     path = directory(run_dir) / str(candidate)
     try:
-      items = _restore_items(run_dir, candidate, {
-          "train": _restore_args(abstract_carry.train),
-          "env": _restore_args(abstract_carry.env),
-          "config": ocp.args.JsonRestore(),
-          "manifest": ocp.args.JsonRestore(),
-          "progress": ocp.args.JsonRestore(),
-      })
-      carry = trainer_lib.Carry(
-          train=_from_storable(items["train"], abstract_carry.train),
-          env=_from_storable(items["env"], abstract_carry.env))
-      manifest = families.Manifest.from_json(items["manifest"])
-      config = config_lib.from_dict(items["config"])
-    except Exception as error:  # pylint: disable=broad-except
-      failures.append(f"step {candidate} at {path}: {type(error).__name__}: {error}")
+      restored = _verified(run_dir, candidate, abstract_carry, config, manifest)
+    except _Unusable as error:
+      failures.append(f"checkpoint step {candidate} at {path}: {error}")
       if step is None:
-        log(f"checkpoint step {candidate} at {path} is unreadable "
-            f"({type(error).__name__}: {str(error)[:200]}); trying an older one")
+        older = "; trying an older one" if candidate != candidates[-1] else ""
+        log(f"{failures[-1]}{older}")
       continue
     if failures:
       log(f"restored step {candidate} from {path}, the newest intact checkpoint")
-    return Restored(carry=carry, manifest=manifest, config=config, step=candidate,
-                    progress=items["progress"], path=path)
-  raise CheckpointError("no intact checkpoint to restore:\n  " + "\n  ".join(failures))
+    return restored
+  if step is not None:
+    raise CheckpointError(failures[0])
+  raise CheckpointError(f"no intact checkpoint in {directory(run_dir)}; every one failed "
+                        "verification:\n  " + "\n  ".join(failures))
 
 
 def set_aside_newer(run_dir: pathlib.Path | str, step: int) -> list[pathlib.Path]:
-  """Moves checkpoints newer than `step` (unreadable ones a restore fell back past) out of the
-  manager's folder into `<run>/checkpoints_unreadable/`, so the resumed run can save those steps
-  again. Nothing is deleted. Returns the new paths."""
+  """Moves checkpoints newer than `step` (ones a restore fell back past) out of the manager's
+  folder into `<run>/checkpoints_unreadable/`, so the resumed run can save those steps again.
+  Nothing is deleted. Returns the new paths."""
   moved = []
+  aside = run_folder.RunFolder(pathlib.Path(run_dir)).unreadable_checkpoints
   for newer in [s for s in steps(run_dir) if s > step]:
-    target = pathlib.Path(run_dir).resolve() / "checkpoints_unreadable" / str(newer)
-    target.parent.mkdir(exist_ok=True)
+    target = aside / str(newer)
+    aside.mkdir(exist_ok=True)
     if target.exists():
-      target = target.with_name(f"{newer}-{len(list(target.parent.iterdir()))}")
+      target = target.with_name(f"{newer}-{len(list(aside.iterdir()))}")
     (directory(run_dir) / str(newer)).rename(target)
     moved.append(target)
   return moved
 
 
-def restore_policy(run_dir: pathlib.Path | str, abstract_policy: dict[str, Any],
-                   step: int) -> dict[str, Any]:
-  """Restores only the `policy` item: {"actor": params, "normalizer": NormalizerState}."""
-  items = _restore_items(run_dir, step, {"policy": _restore_args(abstract_policy)})
-  return _from_storable(items["policy"], abstract_policy)
+def restore_policy(run_dir: pathlib.Path | str, abstract_policy: dict[str, Any], step: int,
+                   contents: dict[str, Any]) -> dict[str, Any]:
+  """Restores and verifies only the `policy` item: {"actor": params, "normalizer": ...}.
+
+  Args:
+    run_dir: the run folder.
+    abstract_policy: the abstract {"actor", "normalizer"} tree of the checkpoint's config.
+    step: the update step.
+    contents: the checkpoint's `contents` (from `read_json_items`).
+
+  Raises:
+    CheckpointError: naming the step, path and leaf that failed verification.
+  """
+  try:
+    return _verified_item(run_dir, step, "policy", abstract_policy, contents)
+  except _Unusable as error:
+    raise CheckpointError(f"checkpoint step {step} at {directory(run_dir) / str(step)}: "
+                          f"{error}") from None

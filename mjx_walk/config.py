@@ -246,7 +246,15 @@ class PPOConfig:
   learning_rate: float = 1e-3
   """Initial Adam learning rate; adapted during training when desired_kl > 0."""
   desired_kl: float = 0.01
-  """Target approx-KL per update for the adaptive learning rate; 0 keeps the rate fixed."""
+  """Target approx-KL for the adaptive learning rate (rsl_rl's rule); 0 keeps the rate fixed.
+  Before each minibatch's step, the approx-KL between the behaviour policy and the current
+  parameters on that minibatch is measured: above 2 x desired_kl the rate is divided by 1.5, below
+  desired_kl / 2 multiplied by 1.5, within [min_learning_rate, max_learning_rate]; that same
+  step then uses the new rate."""
+  min_learning_rate: float = 1e-5
+  """Floor of the adaptive learning rate."""
+  max_learning_rate: float = 1e-2
+  """Ceiling of the adaptive learning rate."""
   num_epochs: int = 5
   num_minibatches: int = 4
   gamma: float = 0.97
@@ -393,6 +401,18 @@ def _fail(where: str, value: Any, accepted: str) -> None:
   raise ValueError(f"config.{where}={value!r} is invalid: {accepted}.")
 
 
+def _check_finite(section: Any, prefix: str = "") -> None:
+  """Refuses NaN and +-inf in every float field (and every float inside a tuple field)."""
+  for field in dataclasses.fields(section):
+    value = getattr(section, field.name)
+    where = f"{prefix}{field.name}"
+    if dataclasses.is_dataclass(value):
+      _check_finite(value, f"{where}.")
+    elif any(isinstance(v, float) and not math.isfinite(v)
+             for v in (value if isinstance(value, (tuple, list)) else (value,))):
+      _fail(where, value, "it must be a finite number (not NaN or infinity)")
+
+
 def _check_positive(where: str, value: float) -> None:
   if not value > 0:
     _fail(where, value, "it must be > 0")
@@ -420,6 +440,7 @@ def validate(config: TrainConfig) -> TrainConfig:
   Raises:
     ValueError: naming the first bad field, its value, and what would be accepted.
   """
+  _check_finite(config)
   env, ppo, net, reward = config.env, config.ppo, config.network, config.reward
   for name, value in (("seed", config.seed), ("panel.seed", config.panel.seed)):
     if not isinstance(value, int) or value < 0:
@@ -494,6 +515,15 @@ def validate(config: TrainConfig) -> TrainConfig:
   for name in ("desired_kl", "value_coef", "entropy_coef"):
     if getattr(ppo, name) < 0:
       _fail(f"ppo.{name}", getattr(ppo, name), "it must be >= 0")
+  _check_positive("ppo.min_learning_rate", ppo.min_learning_rate)
+  if ppo.max_learning_rate < ppo.min_learning_rate:
+    _fail("ppo.max_learning_rate", ppo.max_learning_rate,
+          f"it must be >= ppo.min_learning_rate={ppo.min_learning_rate}")
+  if ppo.desired_kl > 0 and not (
+      ppo.min_learning_rate <= ppo.learning_rate <= ppo.max_learning_rate):
+    _fail("ppo.learning_rate", ppo.learning_rate,
+          f"with the adaptive rate (ppo.desired_kl > 0) it must lie in [ppo.min_learning_rate, "
+          f"ppo.max_learning_rate] = [{ppo.min_learning_rate}, {ppo.max_learning_rate}]")
   return config
 
 

@@ -29,11 +29,10 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
-import mujoco
-from mujoco import mjx
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk._mjx import mjx
 from mjx_walk import families
 from mjx_walk import rewards
 from mjx_walk import robots

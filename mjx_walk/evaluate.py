@@ -306,50 +306,48 @@ def evaluate_policy(pol: Any, config: config_lib.TrainConfig, manifest: families
 
 
 def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = None
-                        ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+                        ) -> tuple[dict[str, Any], dict[str, Any] | None, Any]:
   """Evaluates a run's checkpoint (and optionally another run's policy) on the run's panel.
 
   Returns:
-    (the run's eval record, the other run's eval record or None). The first is also written to
-    <run_dir>/eval/<step>.json.
+    (the run's eval record, the other run's eval record or None, the path of the first in
+    <run_dir>/eval/: `RunFolder.write_eval` keeps a record already saved for that step).
   """
-  import json  # pylint: disable=g-import-not-at-top
-  import pathlib  # pylint: disable=g-import-not-at-top
   from mjx_walk import policy as policy_lib  # pylint: disable=g-import-not-at-top
+  from mjx_walk import run_folder  # pylint: disable=g-import-not-at-top
 
   mine = policy_lib.load(run_dir, step)
   evaluator = make_evaluator(mine.config, mine.manifest, mine.networks)
   record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)
-  out = pathlib.Path(mine.run_dir) / "eval"
-  out.mkdir(exist_ok=True)
-  (out / f"{mine.step}.json").write_text(json.dumps(record, indent=1))
+  path = run_folder.RunFolder(mine.run_dir).write_eval(record)
   other = None
   if compare:
     theirs = policy_lib.load(compare)
     same_networks = theirs.networks == mine.networks
     other, _ = evaluate_policy(theirs, mine.config, mine.manifest,
                                evaluator if same_networks else None)
-  return record, other
+  return record, other, path
 
 
 def main(argv: list[str]) -> None:
-  from absl import app  # pylint: disable=g-import-not-at-top
   from mjx_walk import checkpoint  # pylint: disable=g-import-not-at-top
+  from mjx_walk import cli  # pylint: disable=g-import-not-at-top
   from mjx_walk import ledger  # pylint: disable=g-import-not-at-top
 
+  cli.quiet_library_logs()
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    cli.refuse(f"unexpected arguments: {argv[1:]}")
   if _FLAGS["panel"].value not in PANELS:
-    raise app.UsageError(
+    cli.refuse(
         f"--panel={_FLAGS['panel'].value!r} is unknown; the panels are {', '.join(PANELS)} (the "
         "run's held-out families from its manifest)")
   try:
-    record, other = evaluate_checkpoint(_FLAGS["run_dir"].value, _FLAGS["step"].value,
-                                        _FLAGS["compare"].value)
+    record, other, path = evaluate_checkpoint(_FLAGS["run_dir"].value, _FLAGS["step"].value,
+                                              _FLAGS["compare"].value)
   except (checkpoint.CheckpointError, ValueError) as error:
-    raise app.UsageError(str(error)) from None
+    cli.refuse(str(error))
   print(ledger.format_eval_table(record))
-  print(f"written to {_FLAGS['run_dir'].value}/eval/{record['update']}.json")
+  print(f"recorded in {path}")
   if other is not None:
     print(ledger.format_comparison(record, other,
                                    (_FLAGS["run_dir"].value, _FLAGS["compare"].value)))

@@ -40,10 +40,10 @@ from typing import Any, Sequence
 import flax.struct
 import jax
 import jax.numpy as jnp
-from mujoco import mjx
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk._mjx import mjx
 from mjx_walk import robots
 
 TRAIN_SEED_SPACE = (0, 2**31)

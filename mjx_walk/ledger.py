@@ -7,7 +7,9 @@ One JSON object per line, each with a `kind`:
           and loss statistics, learning rate, device memory, and the batch audits
           (`mjx_walk.audit`: contact events, reward shares, synchrony, and as JSON objects and
           lists the reset reasons per family and the fall height and tilt histograms);
-  eval    one per held-out panel evaluation, per stratum.
+  eval    one per held-out panel evaluation, per stratum;
+  divergence  the update at which the run stopped because a loss, gradient norm or parameter
+          went non-finite, which ones did, and the checkpoint to resume from.
 
   python -m mjx_walk.ledger runs/<run>              # recipe, last update, latest evaluation
   python -m mjx_walk.ledger runs/<a> runs/<b>       # latest evaluations side by side
@@ -34,15 +36,16 @@ import numpy as np
 
 from mjx_walk import audit
 from mjx_walk import config as config_lib
+from mjx_walk import run_folder
 from mjx_walk import trainer as trainer_lib
 
 if TYPE_CHECKING:
   from mjx_walk import families
 
-FILENAME = "ledger.jsonl"
-DROPPED_FILENAME = "ledger.dropped.jsonl"
-"""Records a resume rewound past (written after the checkpoint it resumed from)."""
-KINDS = ("recipe", "update", "eval")
+FILENAME = run_folder.LEDGER
+"""The ledger's name in a run folder (`mjx_walk.run_folder` names every path of a run)."""
+KINDS = ("recipe", "update", "eval", "divergence")
+_HISTORY_KINDS = ("recipe", "divergence")
 PACKAGES = ("jax", "jaxlib", "mujoco", "mujoco-mjx", "flax", "optax", "orbax-checkpoint", "chex",
             "numpy")
 _REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -103,6 +106,9 @@ def recipe(config: config_lib.TrainConfig, manifest: families.Manifest) -> dict[
       "aggregate_robot_seconds_per_update": samples / control_hz,
       "minibatch_size": samples // config.ppo.num_minibatches,
       "sample_reuse": config.ppo.num_epochs,
+      # When and how far the adaptive rule moves the rate (config.PPOConfig.desired_kl).
+      "learning_rate": {"initial": config.ppo.learning_rate, "desired_kl": config.ppo.desired_kl,
+                        "min": config.ppo.min_learning_rate, "max": config.ppo.max_learning_rate},
       "num_train_families": num_train_families,
       "envs_per_family": config.num_envs // num_train_families,
       "num_eval_families": len(manifest.eval_families),
@@ -241,12 +247,12 @@ def read(path: pathlib.Path | str) -> list[dict[str, Any]]:
   return records
 
 
-def truncate_after(path: pathlib.Path | str, update: int) -> int:
+def truncate_after(path: pathlib.Path | str, update: int, dropped_path: pathlib.Path | str) -> int:
   """Rewinds a ledger to a checkpoint: drops records past `update`, and a torn last line.
 
   A run killed after its last checkpoint has ledger records that the resumed run will write
-  again. They are moved, not deleted, to DROPPED_FILENAME beside the ledger; the ledger itself
-  is replaced atomically.
+  again. They are moved, not deleted, to `dropped_path` (appended); the ledger itself is
+  replaced atomically. Recipe and divergence records are history of the run and stay.
 
   Returns:
     How many lines were moved.
@@ -258,13 +264,13 @@ def truncate_after(path: pathlib.Path | str, update: int) -> int:
   for line in path.read_text().splitlines(keepends=True):
     try:
       record = json.loads(line)
-      keep = record.get("kind") == "recipe" or record.get("update", 0) <= update
+      keep = record.get("kind") in _HISTORY_KINDS or record.get("update", 0) <= update
     except json.JSONDecodeError:
       keep = False  # a line torn by a kill
     if line.strip():
       (kept if keep else dropped).append(line if line.endswith("\n") else line + "\n")
   if dropped:
-    with (path.parent / DROPPED_FILENAME).open("a") as file:
+    with pathlib.Path(dropped_path).open("a") as file:
       file.writelines(dropped)
     temporary = path.with_suffix(".tmp")
     temporary.write_text("".join(kept))
@@ -277,7 +283,7 @@ def read_run(run_dir: pathlib.Path | str) -> list[dict[str, Any]]:
   run_dir = pathlib.Path(run_dir)
   if not run_dir.is_dir():
     raise FileNotFoundError(f"no run folder at {run_dir}")
-  return read(run_dir / FILENAME)
+  return read(run_folder.RunFolder(run_dir).ledger_path)
 
 
 def latest(records: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
@@ -287,6 +293,15 @@ def latest(records: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
 
 def _fmt(value: float | None, spec: str) -> str:
   return "-" if value is None else format(value, spec)
+
+
+def _format_learning_rate(schedule: dict[str, float] | None) -> str:
+  if schedule is None:  # a recipe written before the schedule was recorded
+    return "-"
+  if not schedule["desired_kl"]:
+    return f"{schedule['initial']:g}, fixed"
+  return (f"{schedule['initial']:g}, adapted per minibatch to approx-KL {schedule['desired_kl']:g} "
+          f"within [{schedule['min']:g}, {schedule['max']:g}]")
 
 
 def format_recipe(recipe_record: dict[str, Any]) -> str:
@@ -299,6 +314,7 @@ def format_recipe(recipe_record: dict[str, Any]) -> str:
       f"{r['samples_per_update']:,} samples/update; {r['num_minibatches']} minibatches of "
       f"{r['minibatch_size']:,}, {r['num_epochs']} epochs (sample reuse {r['sample_reuse']}); "
       f"{r['updates_per_chunk']} updates/chunk",
+      f"lr         {_format_learning_rate(r.get('learning_rate'))}",
       f"policy lag {r['seconds_per_env_per_update']:g} s per env per update at "
       f"{r['control_hz']:g} Hz; {r['aggregate_robot_seconds_per_update']:,.1f} robot-seconds "
       f"per update",

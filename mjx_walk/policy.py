@@ -5,7 +5,7 @@
   action = pol.act(obs["policy"])                     # jitted, [..., O] -> [..., A]
 
 Only the checkpoint's `policy` item (actor parameters and observation normalizer) and its config
-are read; no trainer, optimizer or env batch is built. The action is the policy's mean, raw: the
+are read, and verified against the checksums saved with them; no trainer, optimizer or env batch is built. The action is the policy's mean, raw: the
 env clips it to `env.action_clip` and scales it by the robot's action scale around the standing
 pose, exactly as in training.
 """
@@ -24,6 +24,7 @@ from mjx_walk import env as env_lib
 from mjx_walk import families
 from mjx_walk import networks
 from mjx_walk import normalizer
+from mjx_walk import run_folder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,24 +54,24 @@ def resolve(path: pathlib.Path | str, step: int | None = None) -> tuple[pathlib.
     checkpoint.CheckpointError: naming the path, when it is neither, or has no checkpoint.
   """
   path = pathlib.Path(path).resolve()
-  if path.parent.name == checkpoint.DIRNAME and path.name.isdigit():
+  if path.parent.name == run_folder.CHECKPOINTS and path.name.isdigit():
     run_dir, found = path.parent.parent, int(path.name)
     if step is not None and step != found:
       raise checkpoint.CheckpointError(f"{path} is step {found}, not the requested step {step}")
     return run_dir, found
-  if (path / checkpoint.DIRNAME).is_dir():
+  if (path / run_folder.CHECKPOINTS).is_dir():
     saved = checkpoint.steps(path)
     if not saved:
-      raise checkpoint.CheckpointError(f"no checkpoint in {path / checkpoint.DIRNAME}")
+      raise checkpoint.CheckpointError(f"no checkpoint in {path / run_folder.CHECKPOINTS}")
     if step is None:
       return path, saved[-1]
     if step not in saved:
       raise checkpoint.CheckpointError(
-          f"no checkpoint at step {step} in {path / checkpoint.DIRNAME}; saved steps: {saved}")
+          f"no checkpoint at step {step} in {path / run_folder.CHECKPOINTS}; saved steps: {saved}")
     return path, step
   raise checkpoint.CheckpointError(
-      f"{path} is neither a run folder (with {checkpoint.DIRNAME}/) nor a checkpoint folder "
-      f"(<run>/{checkpoint.DIRNAME}/<step>)")
+      f"{path} is neither a run folder (with {run_folder.CHECKPOINTS}/) nor a checkpoint folder "
+      f"(<run>/{run_folder.CHECKPOINTS}/<step>)")
 
 
 def load(path: pathlib.Path | str, step: int | None = None) -> Policy:
@@ -81,10 +82,10 @@ def load(path: pathlib.Path | str, step: int | None = None) -> Policy:
     step: with a run folder, the update step to load; None for the newest.
 
   Raises:
-    checkpoint.CheckpointError: the path holds no such checkpoint.
+    checkpoint.CheckpointError: the path holds no such checkpoint, or it fails verification.
   """
   run_dir, step = resolve(path, step)
-  config, manifest, _ = checkpoint.read_json_items(run_dir, step)
+  config, manifest, _, contents = checkpoint.read_json_items(run_dir, step)
   env = env_lib.LocomotionEnv(config)  # static tables only; nothing is reset or compiled
   obs_spec = env.observation_spec()
   nets = networks.from_config(config, env.action_size)
@@ -93,7 +94,7 @@ def load(path: pathlib.Path | str, step: int | None = None) -> Policy:
       jax.random.key(0))
   abstract = {"actor": abstract_params.actor,
               "normalizer": jax.eval_shape(normalizer.init, obs_spec)}
-  restored = checkpoint.restore_policy(run_dir, abstract, step)
+  restored = checkpoint.restore_policy(run_dir, abstract, step, contents)
   actor, norm = restored["actor"], restored["normalizer"]
   policy_norm = normalizer.NormalizerState(
       mean=norm.mean["policy"], var=norm.var["policy"], count=norm.count)

@@ -3,7 +3,7 @@
 This module owns the learning rule, as pure functions over arrays:
 - `compute_gae`: advantages and value targets over a [T, N] rollout block, with
   terminations (no bootstrap) and truncations (bootstrap from the value of the
-  true final observation) kept apart (DESIGN.md section 3, "GAE contract").
+  true final observation) kept apart (tests/test_ppo.py checks the hand-computed case).
 - `Batch`, `LossConfig`, `ppo_loss`: the clipped surrogate, the (clipped) value
   loss and the entropy bonus, with the diagnostics the ledger records.
 - `explained_variance`, the optimizer (`make_optimizer`) and the adaptive
@@ -321,9 +321,10 @@ def adapt_learning_rate(
     lr: jax.Array | float,
     approx_kl: jax.Array | float,
     desired_kl: jax.Array | float,
+    *,
+    min_lr: float,
+    max_lr: float,
     factor: float = 1.5,
-    min_lr: float = 1e-5,
-    max_lr: float = 1e-2,
 ) -> jax.Array:
   """The rsl_rl KL-adaptive learning rate rule, jit-safe.
 
@@ -334,9 +335,9 @@ def adapt_learning_rate(
     lr: current learning rate, scalar.
     approx_kl: the measured KL of the last update, scalar.
     desired_kl: target KL; <= 0 disables adaptation.
+    min_lr: floor applied when shrinking (`ppo.min_learning_rate`).
+    max_lr: ceiling applied when growing (`ppo.max_learning_rate`).
     factor: multiplicative step, > 1.
-    min_lr: floor applied when shrinking.
-    max_lr: ceiling applied when growing.
 
   Returns:
     float32 scalar: lr / factor (>= min_lr) if kl > 2 desired; lr * factor

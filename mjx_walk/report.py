@@ -34,7 +34,6 @@ import importlib.util
 import json
 import pathlib
 import re
-import sys
 import warnings
 from typing import Any, Sequence
 
@@ -47,6 +46,7 @@ from PIL import Image
 from PIL import ImageDraw
 
 from mjx_walk import checkpoint
+from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
 from mjx_walk import evaluate
@@ -54,14 +54,10 @@ from mjx_walk import families
 from mjx_walk import ledger
 from mjx_walk import policy as policy_lib
 from mjx_walk import robots
+from mjx_walk import run_folder
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
-PLOTS_DIRNAME = "plots"
-VIDEOS_DIRNAME = "videos"
-EVAL_DIRNAME = "eval"
-REPORT_FILENAME = "report.md"
 CAPTIONS_FILENAME = "captions.json"
-TRACES_SUFFIX = "_traces.npz"
 
 CAMERA_DISTANCE = 1.6
 """Metres from the trunk to the following camera."""
@@ -119,7 +115,7 @@ class SavedTraces:
 
 
 def traces_path(run_dir: pathlib.Path | str, update: int) -> pathlib.Path:
-  return pathlib.Path(run_dir) / EVAL_DIRNAME / f"{update}{TRACES_SUFFIX}"
+  return run_folder.RunFolder(pathlib.Path(run_dir)).eval_traces_path(update)
 
 
 def save_traces(run_dir: pathlib.Path | str, update: int, traces: evaluate.EpisodeTraces,
@@ -176,9 +172,9 @@ def load_traces(path: pathlib.Path | str) -> SavedTraces:
 
 def trace_updates(run_dir: pathlib.Path | str) -> list[int]:
   """Updates with saved traces in the run folder, oldest first."""
-  folder = pathlib.Path(run_dir) / EVAL_DIRNAME
-  found = (re.fullmatch(rf"(\d+){re.escape(TRACES_SUFFIX)}", p.name)
-           for p in folder.glob(f"*{TRACES_SUFFIX}"))
+  folder = run_folder.RunFolder(pathlib.Path(run_dir)).eval_dir
+  found = (re.fullmatch(rf"(\d+){re.escape(run_folder.TRACES_SUFFIX)}", p.name)
+           for p in folder.glob(f"*{run_folder.TRACES_SUFFIX}"))
   return sorted(int(m.group(1)) for m in found if m)
 
 
@@ -364,7 +360,7 @@ def render_videos(run_dir: pathlib.Path | str, update: int,
   control_hz = config.env.control_hz
   every = max(1, round(control_hz / report.video_fps))
   robot = robots.load(config.env.robot)
-  out = run_dir / VIDEOS_DIRNAME / str(update)
+  out = run_folder.RunFolder(run_dir).videos_dir(update)
   traces = saved.traces
   paths, captions = [], {}
   renderer = mujoco.Renderer(render_model(robot, report.video_width, report.video_height),
@@ -654,7 +650,7 @@ def make_plots(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
   Returns:
     One `Plot` per figure, in report order; a skipped one has `path` None and says why.
   """
-  folder = pathlib.Path(run_dir) / PLOTS_DIRNAME
+  folder = run_folder.RunFolder(pathlib.Path(run_dir)).plots_dir
   min_count = None if config is None else config.audit.min_event_count
   return [
       plot_learning_curve(records, folder / "learning_curve.png"),
@@ -667,20 +663,6 @@ def make_plots(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
 
 
 # THE REPORT
-
-
-def _read_config(run_dir: pathlib.Path) -> config_lib.TrainConfig:
-  path = run_dir / "config.json"
-  if not path.is_file():
-    raise FileNotFoundError(f"no config at {path}")
-  return config_lib.from_dict(json.loads(path.read_text()))
-
-
-def _read_manifest(run_dir: pathlib.Path) -> families.Manifest:
-  path = run_dir / "manifest.json"
-  if not path.is_file():
-    raise FileNotFoundError(f"no manifest at {path}")
-  return families.Manifest.read(path)
 
 
 def _range_table(values: dict[str, Any]) -> list[str]:
@@ -719,7 +701,7 @@ def _manifest_section(manifest: families.Manifest, records: Sequence[dict[str, A
 def _videos(run_dir: pathlib.Path, update: int | None) -> tuple[int, dict[str, Any]] | None:
   """(update, captions) of the videos rendered for `update` (None: the newest), or None."""
   found = dict(sorted((int(p.parent.name), p) for p in
-                      (run_dir / VIDEOS_DIRNAME).glob(f"*/{CAPTIONS_FILENAME}")
+                      run_folder.RunFolder(run_dir).videos_dir().glob(f"*/{CAPTIONS_FILENAME}")
                       if p.parent.name.isdigit()))
   if not found or (update is not None and update not in found):
     return None
@@ -779,13 +761,13 @@ def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
   else:
     video_update, captions = videos
     lines += [f"One held-out episode per stratum, policy of update {video_update} "
-              f"(`{VIDEOS_DIRNAME}/{video_update}/{CAPTIONS_FILENAME}` has the details).", ""]
+              f"(`{run_folder.VIDEOS}/{video_update}/{CAPTIONS_FILENAME}` has the details).", ""]
     for stratum, caption in captions.items():
-      link = f"{VIDEOS_DIRNAME}/{video_update}/{caption['video']}"
+      link = f"{run_folder.VIDEOS}/{video_update}/{caption['video']}"
       lines.append(f"- [{stratum}]({link}): {format_caption(caption)}")
     lines.append("")
   lines += _flags_section(records, config)
-  path = run_dir / REPORT_FILENAME
+  path = run_folder.RunFolder(run_dir).report_path
   path.write_text("\n".join(lines))
   return path
 
@@ -833,8 +815,9 @@ def build(run_dir: pathlib.Path | str, videos: bool = False, step: int | None = 
   """
   run_dir = pathlib.Path(run_dir)
   records = ledger.read_run(run_dir)
-  config = _read_config(run_dir)
-  manifest = _read_manifest(run_dir)
+  folder = run_folder.RunFolder.open(run_dir)
+  config = folder.read_config()
+  manifest = folder.read_manifest()
   rendered, traces, update = [], None, None
   if videos or step is not None:
     saved = trace_updates(run_dir)
@@ -875,18 +858,17 @@ def main(argv: list[str]) -> None:
   """Builds the report of one run folder and prints where everything is.
 
   Raises:
-    app.UsageError: not exactly one run folder.
-    SystemExit: status 1, with the reason on stderr, for a missing run folder, ledger, config or
+    SystemExit: status 2 for not exactly one run folder; status 1, with the reason on stderr, for a missing run folder, ledger, config or
       manifest, a malformed ledger, an unknown checkpoint step, or no headless GL backend.
   """
+  cli.quiet_library_logs()
   if len(argv) != 2:
-    raise app.UsageError("give one run folder: python -m mjx_walk.report runs/<run> [--videos] "
-                         f"[--step=N]; got {argv[1:]}")
+    cli.refuse("give one run folder: python -m mjx_walk.report runs/<run> [--videos] "
+               f"[--step=N]; got {argv[1:]}")
   try:
     built = build(argv[1], videos=_FLAGS["videos"].value, step=_FLAGS["step"].value)
   except (FileNotFoundError, ValueError, RuntimeError, checkpoint.CheckpointError) as error:
-    print(f"error: {error}", file=sys.stderr)  # bad input: the reason alone, not the usage
-    raise SystemExit(1) from None
+    cli.refuse(str(error), status=1)
   for plot in built.plots:
     print(f"plot   {plot.path}" if plot.path else f"plot   {plot.name}: skipped, {plot.note}")
   if built.traces:

@@ -5,20 +5,25 @@
   python -m mjx_walk.train --config.total_env_steps=2000000 --run_dir=runs/short
   python -m mjx_walk.train --resume=runs/short --config.total_env_steps=4000000
 
-This module and the other entry points are the only places that read flags or write files. It
-writes the manifest and prints the recipe before anything compiles. The host loop then runs one
+This module and the other entry points are the only places that read flags; `run_folder` owns
+the files. Everything a run can be refused for (a bad config value, a leaked seed, a malformed
+robot MJCF, a folder that already holds a run, a resume with no checkpoint that passes
+verification) is refused first, as one `error:` line and exit status 2, before a file is written
+or anything compiles. It then writes the config and the manifest, prints the recipe, and the
+host loop runs one
 jitted chunk at a time, moves its metrics off the device, appends one `update` record per update
 to the ledger, prints one progress line per chunk, and every `panel.every_chunks` chunks (and once
 at the end) evaluates the policy on the held-out panel and prints the per-stratum table. It saves
 a checkpoint every `checkpoint.every_chunks` chunks and at the end. SIGTERM or Ctrl-C finishes the
-current chunk, saves, and exits 0 with the command that resumes the run.
+current chunk, saves, and exits 0 with the command that resumes the run. The first update whose
+losses, gradient norm or parameters went non-finite stops the run: nothing of it is saved, a
+`divergence` record goes to the ledger, and it exits 3 with the command that resumes from the
+last checkpoint.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime
-import json
 import pathlib
 import signal
 import threading
@@ -28,17 +33,19 @@ from typing import Any
 
 from absl import app
 from absl import flags
-from absl import logging
 import jax
 from ml_collections import config_flags
 
 from mjx_walk import audit
 from mjx_walk import checkpoint
+from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import evaluate
 from mjx_walk import families
 from mjx_walk import ledger
 from mjx_walk import report
+from mjx_walk import robots
+from mjx_walk import run_folder
 from mjx_walk import trainer as trainer_lib
 
 _CONFIG = config_flags.DEFINE_config_dataclass(
@@ -73,7 +80,7 @@ def format_progress(env_steps: int, total: int, sps: float, record: dict[str, fl
 
 
 def _evaluate(evaluator: evaluate.Evaluator, carry: trainer_lib.Carry,
-              config: config_lib.TrainConfig, run_dir: pathlib.Path, run_start: float,
+              config: config_lib.TrainConfig, folder: run_folder.RunFolder, run_start: float,
               log: ledger.Ledger, videos: bool) -> dict:
   """Runs the held-out panel, appends the eval record, and writes eval/<update>.json; with
   `videos`, also saves one traced episode per stratum and renders videos/<update>/."""
@@ -82,18 +89,17 @@ def _evaluate(evaluator: evaluate.Evaluator, carry: trainer_lib.Carry,
   record = ledger.eval_record(result, update=update, env_steps=update * config.batch_size,
                               wall_seconds=time.perf_counter() - run_start)
   log.write(record)
-  (run_dir / "eval").mkdir(exist_ok=True)
-  (run_dir / "eval" / f"{update}.json").write_text(json.dumps(record, indent=1))
+  folder.write_eval(record)
   if videos:
     start = time.perf_counter()
-    report.save_traces(run_dir, update, traces, evaluator.manifest)
+    report.save_traces(folder.root, update, traces, evaluator.manifest)
     try:
-      rendered = report.render_videos(run_dir, update, config)
+      rendered = report.render_videos(folder.root, update, config)
     except Exception as error:  # pylint: disable=broad-except
       # Pictures never stop a run: the traces are saved and `python -m mjx_walk.report
       # --videos` renders them later, on a machine with OpenGL.
       print(f"videos skipped ({type(error).__name__}: {error}); the traces are in "
-            f"{report.traces_path(run_dir, update)}", flush=True)
+            f"{folder.eval_traces_path(update)}", flush=True)
     else:
       print(f"{len(rendered)} videos in {rendered[0].parent} "
             f"({time.perf_counter() - start:.0f} s)", flush=True)
@@ -129,68 +135,137 @@ class _StopRequest:
           "(Ctrl-C again to abort without saving).", flush=True)
 
 
-def _start(config: config_lib.TrainConfig, run_dir: pathlib.Path, trainer: trainer_lib.Trainer,
-           resume: bool) -> tuple[trainer_lib.Carry, float]:
-  """The carry to train from, and the wall-clock seconds the run had already used."""
-  if not resume:
-    return trainer.init(jax.random.key(config.seed)), 0.0
+class Diverged(RuntimeError):
+  """The run stopped at an update whose losses, gradient norm or parameters went non-finite."""
+
+  def __init__(self, message: str, update: int, quantities: list[str],
+               last_checkpoint: int | None):
+    super().__init__(message)
+    self.update = update
+    self.quantities = quantities
+    self.last_checkpoint = last_checkpoint
+
+
+def check_before_writing(config: config_lib.TrainConfig) -> families.Manifest:
+  """Everything a new or resumed run can be refused for, checked before a file is written.
+
+  Validates the config, draws the manifest (refusing leaked seeds) and loads and checks the
+  robot's MJCF.
+
+  Raises:
+    ValueError: naming the bad field or file (`robots.RobotError` for the MJCF).
+  """
+  config_lib.validate(config)
+  manifest = families.make_manifest(config)
+  robots.load(config.env.robot)
+  return manifest
+
+
+def _resume(folder: run_folder.RunFolder, config: config_lib.TrainConfig,
+            manifest: families.Manifest, trainer: trainer_lib.Trainer
+            ) -> tuple[trainer_lib.Carry, float]:
+  """Restores the newest verified checkpoint, then rewinds the folder to it.
+
+  Returns:
+    The carry and the wall-clock seconds the run had already used.
+
+  Raises:
+    checkpoint.CheckpointError: no checkpoint passes verification; nothing was changed.
+  """
   abstract = jax.eval_shape(trainer.init, jax.random.key(config.seed))
-  restored = checkpoint.restore(run_dir, abstract)
-  if restored.manifest != trainer.manifest:
-    raise checkpoint.CheckpointError(
-        f"the manifest in {restored.path} (hash {restored.manifest.hash}) is not this config's "
-        f"(hash {trainer.manifest.hash}); the run cannot continue on other families")
-  for path in checkpoint.set_aside_newer(run_dir, restored.step):
-    print(f"moved the unreadable checkpoint to {path}")
-  dropped = ledger.truncate_after(run_dir / ledger.FILENAME, restored.step)
+  restored = checkpoint.restore(folder.root, abstract, config, manifest)
+  if folder.read_config() != config:
+    folder.write_config(config)  # the resumable fields this command changed
+  for path in checkpoint.set_aside_newer(folder.root, restored.step):
+    print(f"moved the checkpoint that failed verification to {path}")
+  dropped = ledger.truncate_after(folder.ledger_path, restored.step, folder.dropped_ledger_path)
   if dropped:
     print(f"the ledger had {dropped} records past update {restored.step} (written after the last "
-          f"checkpoint); moved them to {ledger.DROPPED_FILENAME}")
+          f"checkpoint); moved them to {folder.dropped_ledger_path}")
   print(f"resumed from update {restored.step} ({restored.progress['env_steps']:,} env steps) at "
         f"{restored.path}", flush=True)
   return restored.carry, float(restored.progress["wall_seconds"])
 
 
-def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = False, *,
-        wall_budget_seconds: float | None = None,
+def _diverged(folder: run_folder.RunFolder, log: ledger.Ledger, update: int,
+              quantities: list[str]) -> Diverged:
+  """Records a divergence in the ledger and builds the error that stops the run."""
+  saved = checkpoint.steps(folder.root)
+  last = saved[-1] if saved else None
+  log.write({"kind": "divergence", "update": update, "nonfinite": quantities,
+             "last_checkpoint": last})
+  if last is None:
+    then = ("no checkpoint was saved before it; start a new run (lower ppo.learning_rate or "
+            "ppo.max_learning_rate, or check the reward scales)")
+  else:
+    then = (f"every checkpoint up to update {last} is kept. Resume from it with:\n"
+            f"  python -m mjx_walk.train --resume={folder.root}\n"
+            "A resume recomputes the same updates bit for bit; if the divergence repeats, start "
+            "a new run with a lower ppo.learning_rate or ppo.max_learning_rate")
+  return Diverged(
+      f"update {update} diverged: non-finite {', '.join(quantities)}. The run stopped and saved "
+      f"nothing of the diverged state; {then}.", update, quantities, last)
+
+
+def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
+        resume: bool = False, *, wall_budget_seconds: float | None = None,
         eval_every_seconds: float | None = None) -> pathlib.Path:
   """Trains `config` to completion, or until SIGTERM / Ctrl-C, writing the run folder.
 
   The folder gets config.json, manifest.json, ledger.jsonl (recipe, one record per update, one
   per panel evaluation), eval/<update>.json and checkpoints/. Everything that can be refused
-  (config values, leaked seeds) is checked before anything is written or compiled.
+  (config values, leaked seeds, the robot's MJCF, a folder that already holds files, a resume
+  without an intact checkpoint) is refused before anything is written or compiled.
 
   Args:
     config: the run configuration; for a resume, the saved one with any resumable changes.
-    run_dir: the run folder.
+    run_dir: the run folder; None for a new `runs/<UTC timestamp>`.
     resume: continue from the newest intact checkpoint in `run_dir`, appending to its ledger.
     wall_budget_seconds: end the run (final evaluation and checkpoint) after the first chunk
       that finishes past this many wall-clock seconds, counted from the start of the run
       (compilation and evaluations included). None: run all `config.num_chunks` chunks.
     eval_every_seconds: also evaluate whenever this many wall-clock seconds have passed since
       the last evaluation (for curves against wall-clock, as `experiments/learn_benchmark.py`).
+
+  Returns:
+    The run folder.
+
+  Raises:
+    ValueError: a bad config or robot file; `run_folder.RunFolderError` for a folder that is
+      taken (new run) or holds no run (resume).
+    checkpoint.CheckpointError: a resume found no checkpoint that passes verification.
+    Diverged: an update went non-finite; nothing of it was saved.
   """
-  config_lib.validate(config)
-  manifest = families.make_manifest(config)
-  run_dir.mkdir(parents=True, exist_ok=True)
-  (run_dir / "config.json").write_text(config.to_json())
-  if not resume:
-    manifest.write(run_dir / "manifest.json")
-  recipe = ledger.recipe(config, manifest)
-  print(f"run folder: {run_dir}")
-  print(ledger.format_recipe(recipe), flush=True)
+  manifest = check_before_writing(config)
+  if resume:
+    folder = run_folder.RunFolder.open(run_dir)
+    if not checkpoint.steps(folder.root):
+      raise checkpoint.CheckpointError(
+          f"--resume={folder.root}: there is no checkpoint in {folder.checkpoints}")
+  else:
+    if run_dir is not None:
+      run_folder.RunFolder(pathlib.Path(run_dir)).refuse_existing()
+    folder = None
 
   trainer = trainer_lib.make_trainer(config, manifest=manifest)
+  if resume:
+    carry, seconds_before = _resume(folder, config, manifest, trainer)
+  else:
+    folder = run_folder.RunFolder.create(run_dir, config, manifest)
+    carry, seconds_before = trainer.init(jax.random.key(config.seed)), 0.0
+  recipe = ledger.recipe(config, manifest)
+  print(f"run folder: {folder.root}")
+  print(ledger.format_recipe(recipe), flush=True)
+
   evaluator = evaluate.make_evaluator(config, manifest, trainer.networks)
-  carry, seconds_before = _start(config, run_dir, trainer, resume)
   run_start = time.perf_counter() - seconds_before
   last_eval_time = time.perf_counter()
   total = config.num_chunks * config.env_steps_per_chunk
   every = config.panel.every_chunks
   first_chunk = int(carry.train.update_step) // config.updates_per_chunk
-  saver = checkpoint.Checkpointer(run_dir, config, manifest)
+  saver = checkpoint.Checkpointer(folder.root, config, manifest)
   last_eval = None
-  with ledger.Ledger(run_dir / ledger.FILENAME) as log, _StopRequest() as stop:
+  with ledger.Ledger(folder.ledger_path) as log, _StopRequest() as stop:
     log.write(dict(recipe, resumed_from_update=int(carry.train.update_step)) if resume else recipe)
     for chunk in range(first_chunk, config.num_chunks):
       start = time.perf_counter()
@@ -198,12 +273,20 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = Fa
       carry, metrics = trainer.train_chunk(carry)
       metrics = jax.device_get(metrics)  # waits for the chunk; the only host sync per chunk
       seconds = time.perf_counter() - start
-      audit.write_traces(run_dir, metrics, first_update, config.audit.max_traces)
+      divergence = trainer_lib.first_divergence(metrics)
       sps = config.env_steps_per_chunk / seconds
-      for record in ledger.update_records(
+      records = ledger.update_records(
           metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
           wall_seconds=time.perf_counter() - run_start,
-          device_memory=ledger.current_device_memory()):
+          device_memory=ledger.current_device_memory())
+      if divergence is not None:
+        k, quantities = divergence
+        for record in records[:k + 1]:
+          log.write(record)
+        saver.close()
+        raise _diverged(folder, log, first_update + k + 1, quantities)
+      audit.write_traces(folder.root, metrics, first_update, config.audit.max_traces)
+      for record in records:
         log.write(record)
       steps = trainer_lib.env_steps(carry.train, config)
       line = format_progress(steps, total, sps, trainer_lib.summarize(metrics))
@@ -220,17 +303,17 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = Fa
       evaluation = None
       if due and not last and not stop.requested:
         last_eval_time = now
-        evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log, videos_due)
+        evaluation = _evaluate(evaluator, carry, config, folder, run_start, log, videos_due)
         print(f"held-out panel at {steps:,} env steps:\n"
               f"{ledger.format_eval_table(evaluation)}", flush=True)
       if stop.requested:
         path = saver.save(carry, wall_seconds=time.perf_counter() - run_start)
         saver.close()
         print(f"stopped at update {int(carry.train.update_step)} ({steps:,} env steps); "
-              f"checkpoint {path}.\nresume with: python -m mjx_walk.train --resume={run_dir}")
-        return run_dir
+              f"checkpoint {path}.\nresume with: python -m mjx_walk.train --resume={folder.root}")
+        return folder.root
       if last:
-        evaluation = _evaluate(evaluator, carry, config, run_dir, run_start, log, videos=True)
+        evaluation = _evaluate(evaluator, carry, config, folder, run_start, log, videos=True)
         last_eval = evaluation
       # A checkpoint goes with every evaluation, so the best one by held-out score is on disk.
       if last or evaluation is not None or (chunk + 1) % config.checkpoint.every_chunks == 0:
@@ -246,12 +329,12 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path, resume: bool = Fa
   if last_eval is not None:
     print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
           f"steps):\n{ledger.format_eval_table(last_eval)}")
-  built = report.build(run_dir, log=lambda _: None)
-  print(f"done. config: {run_dir / 'config.json'}  manifest: {run_dir / 'manifest.json'}  "
-        f"ledger: {run_dir / ledger.FILENAME}  evaluations: {run_dir / 'eval'}  "
-        f"checkpoints: {checkpoint.directory(run_dir)}  report: {built.report} (plots, videos "
-        f"and audit flags; rebuild with python -m mjx_walk.report {run_dir})")
-  return run_dir
+  built = report.build(folder.root, log=lambda _: None)
+  print(f"done. config: {folder.config_path}  manifest: {folder.manifest_path}  "
+        f"ledger: {folder.ledger_path}  evaluations: {folder.eval_dir}  "
+        f"checkpoints: {folder.checkpoints}  report: {built.report} (plots, videos "
+        f"and audit flags; rebuild with python -m mjx_walk.report {folder.root})")
+  return folder.root
 
 
 def resume_config(run_dir: pathlib.Path, cli_config: config_lib.TrainConfig,
@@ -272,10 +355,10 @@ def resume_config(run_dir: pathlib.Path, cli_config: config_lib.TrainConfig,
     ValueError: no saved config, or a changed field outside `config.RESUMABLE_FIELDS`, listing
       each with its old and new value.
   """
-  saved_path = run_dir / "config.json"
-  if not saved_path.is_file():
-    raise ValueError(f"--resume={run_dir}: no run there ({saved_path} does not exist)")
-  saved = config_lib.from_dict(json.loads(saved_path.read_text()))
+  try:
+    saved = run_folder.RunFolder.open(run_dir).read_config()
+  except run_folder.RunFolderError as error:
+    raise run_folder.RunFolderError(f"--resume={run_dir}: {error}") from None
   if config_file_given:
     wanted = copy.deepcopy(cli_config)
   else:
@@ -296,40 +379,41 @@ def resume_config(run_dir: pathlib.Path, cli_config: config_lib.TrainConfig,
   return wanted
 
 
-def quiet_library_logs() -> None:
-  """Keeps library INFO logs (Orbax, MJX) out of the progress output unless --verbosity is set."""
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
+def _overrides() -> dict[str, Any]:
+  """{dotted field: value} of each `--config.<field>` given on the command line."""
+  overrides = {}
+  for name in flags.FLAGS:
+    if name.startswith("config.") and flags.FLAGS[name].present:
+      value = _CONFIG.value
+      for part in name[len("config."):].split("."):
+        value = getattr(value, part)
+      overrides[name[len("config."):]] = value
+  return overrides
 
 
 def main(argv: list[str]) -> None:
+  cli.quiet_library_logs()
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  quiet_library_logs()
+    cli.refuse(f"unexpected arguments: {argv[1:]}")
   if _RESUME.value and _RUN_DIR.value:
-    raise app.UsageError("give --resume=<run folder> or --run_dir, not both")
+    cli.refuse("give --resume=<run folder> or --run_dir, not both")
+  config = _CONFIG.value
   try:
-    config = _CONFIG.value
     if _RESUME.value:
-      overrides = {name[len("config."):]: None for name in flags.FLAGS
-                   if name.startswith("config.") and flags.FLAGS[name].present}
-      for field in overrides:
-        value = config
-        for part in field.split("."):
-          value = getattr(value, part)
-        overrides[field] = value
-      config = resume_config(pathlib.Path(_RESUME.value), config, overrides,
+      config = resume_config(pathlib.Path(_RESUME.value), config, _overrides(),
                              flags.FLAGS["config"].present)
-      if not checkpoint.steps(_RESUME.value):
-        raise ValueError(f"--resume={_RESUME.value}: there is no checkpoint in "
-                         f"{checkpoint.directory(_RESUME.value)}")
-    config_lib.validate(config)
-    families.make_manifest(config)  # refuses leaked seeds before anything is written
-  except ValueError as error:
-    raise app.UsageError(str(error)) from None
-  run_dir = _RESUME.value or _RUN_DIR.value or str(
-      pathlib.Path("runs") / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S"))
-  run(config, pathlib.Path(run_dir), resume=bool(_RESUME.value))
+    run(config, pathlib.Path(_RESUME.value or _RUN_DIR.value) if (
+        _RESUME.value or _RUN_DIR.value) else None, resume=bool(_RESUME.value))
+  except (ValueError, checkpoint.CheckpointError) as error:
+    # Bad config values, robot files, run folders and checkpoints: refused before anything is
+    # written or compiled (a resume's checkpoints are verified before the folder is touched).
+    cli.refuse(str(error))
+  except Diverged as error:
+    cli.refuse(str(error), status=EXIT_DIVERGED)
+
+
+EXIT_DIVERGED = 3
+"""Exit status of a run stopped by the divergence guard."""
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ per family, fall heights and tilts, contact events, reward shares, reset synchro
 families per minibatch) and picks up to `audit.traces_per_update` early-end traces while the
 rollout runs; all of it leaves the jit with the chunk's metrics (`trace/...` keys for the traces).
 
+Every update also reports which of `GUARDED` (each loss term, the gradient norm, the parameters,
+the optimizer state, the normalizer) held a NaN or inf (`guard/nonfinite`), so the host stops a
+diverged run after the chunk, before anything of it is saved (`first_divergence`).
+
 Batching is `jax.vmap` over a leading env axis with no per-device logic and no `pmap`, so the env
 axis can later be sharded over devices with `jax.sharding` without touching this file's math.
 """
@@ -239,12 +243,16 @@ def make_trainer(
     """One SGD step. Carry: (params, opt_state). Output: the loss metrics, scalars."""
     params, opt_state = carry
     grads, loss_metrics = jax.grad(ppo.ppo_loss, has_aux=True)(params, nets, batch, loss_cfg)
+    if ppo_cfg.desired_kl > 0:
+      # rsl_rl's order: the KL this minibatch measures before its step (behaviour policy against
+      # the current parameters) sets the rate of this same step.
+      lr = ppo.adapt_learning_rate(
+          ppo.get_learning_rate(opt_state), loss_metrics["loss/approx_kl"], ppo_cfg.desired_kl,
+          min_lr=ppo_cfg.min_learning_rate, max_lr=ppo_cfg.max_learning_rate)
+      opt_state = ppo.set_learning_rate(opt_state, lr)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    if ppo_cfg.desired_kl > 0:
-      lr = ppo.adapt_learning_rate(
-          ppo.get_learning_rate(opt_state), loss_metrics["loss/approx_kl"], ppo_cfg.desired_kl)
-      opt_state = ppo.set_learning_rate(opt_state, lr)
+    loss_metrics["loss/grad_norm"] = optax.tree.norm(grads)  # before clipping
     return (params, opt_state), loss_metrics
 
   def epoch_step(
@@ -300,6 +308,7 @@ def make_trainer(
     train = train.replace(
         params=params, opt_state=opt_state, key=key, update_step=train.update_step + 1)
 
+    nonfinite = _nonfinite_quantities(loss_metrics, train)  # [Q], before any reduction
     fewest_families = jnp.min(loss_metrics.pop("families/per_minibatch"))  # over [E, M]
     fewest_effective = jnp.min(loss_metrics.pop("sync/effective_families"))  # over [E, M]
     metrics = _update_metrics(traj, advantages, returns, loss_metrics)
@@ -313,6 +322,7 @@ def make_trainer(
                       for field in dataclasses.fields(traces)})
     metrics["policy/std_mean"] = jnp.mean(nets.policy(params, batch.policy_obs[:1])[1])
     metrics["ppo/learning_rate"] = ppo.get_learning_rate(opt_state)
+    metrics["guard/nonfinite"] = nonfinite
     return Carry(train=train, env=env_state), metrics
 
   def train_chunk(carry: Carry) -> tuple[Carry, Metrics]:
@@ -352,6 +362,42 @@ def _traced_once(fn: Callable) -> Callable:
     return fn(*args)
 
   return guarded
+
+
+GUARDED = ("loss/total", "loss/policy", "loss/value", "loss/entropy", "loss/approx_kl",
+           "loss/grad_norm", "params/actor", "params/critic", "opt_state", "normalizer")
+"""What the divergence guard watches: every minibatch's losses and gradient norm, and the
+parameters, optimizer state and normalizer after each update (`guard/nonfinite`, bool [Q])."""
+
+
+def _all_finite(tree) -> jax.Array:
+  leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def _nonfinite_quantities(loss_metrics: Metrics, train: TrainState) -> jax.Array:
+  """bool [Q]: which of `GUARDED` held a NaN or inf in this update."""
+  watched = {name: loss_metrics[name] for name in GUARDED if name.startswith("loss/")}
+  watched.update({"params/actor": train.params.actor, "params/critic": train.params.critic,
+                  "opt_state": train.opt_state, "normalizer": train.normalizer})
+  return jnp.stack([~_all_finite(watched[name]) for name in GUARDED])
+
+
+def first_divergence(metrics: dict[str, np.ndarray]) -> tuple[int, list[str]] | None:
+  """The first update of a chunk whose `guard/nonfinite` fired, and the quantities that did.
+
+  Args:
+    metrics: the chunk's metrics on the host, `guard/nonfinite` of shape [K, Q].
+
+  Returns:
+    (k, names): k is the 0-based update of the chunk; None when all stayed finite.
+  """
+  flags = np.asarray(metrics["guard/nonfinite"])  # [K, Q]
+  bad = np.flatnonzero(flags.any(axis=1))
+  if not bad.size:
+    return None
+  k = int(bad[0])
+  return k, [name for name, flag in zip(GUARDED, flags[k]) if flag]
 
 
 def _family_counts(samples: jax.Array, num_envs: int, num_families: int) -> jax.Array:

@@ -1,4 +1,4 @@
-"""Mutation check: plants known PPO bugs in a copy of the repository and runs the tests meant to
+"""Mutation check: plants known PPO and data-safety bugs in a copy of the repository and runs the tests meant to
 catch each one.
 
   python tests/mutants.py              # every mutant
@@ -41,6 +41,15 @@ ENV_FINAL_OBS = (
     "tests/test_env.py::EnvTest::test_timeout_is_a_truncation_with_true_final_obs",
     *BOOTSTRAP,
 )
+LR_TIMING = ("tests/test_trainer.py::TrainerTest::test_adapted_rate_applies_to_the_minibatch_it_"
+             "was_measured_on",)
+GUARD = ("tests/test_trainer.py::TrainerTest::test_divergence_guard_names_what_went_non_finite",)
+CHECKSUMS = ("tests/test_checkpoint.py::SaveRestoreTest::test_changed_array_data_is_caught_by_"
+             "the_checksum_naming_the_leaf",)
+LAYOUT = ("tests/test_checkpoint.py::SaveRestoreTest::test_other_network_sizes_are_refused_"
+          "naming_the_field_and_the_leaves",)
+RUN_FOLDER = ("tests/test_run_folder.py",)
+FINITE = ("tests/test_config.py::ValidateTest",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +120,29 @@ MUTANTS = (
            "        final_obs=obs,\n        reward=reward,\n",
            "        final_obs=_tree_where(done, fresh.obs, obs),\n        reward=reward,\n",
            ENV_FINAL_OBS),
+    # The adapted learning rate applied one minibatch late (set after the optimizer step).
+    Mutant("learning_rate_one_minibatch_late", "mjx_walk/trainer.py",
+           "      opt_state = ppo.set_learning_rate(opt_state, lr)\n"
+           "    updates, opt_state = optimizer.update(grads, opt_state, params)\n",
+           "    updates, opt_state = optimizer.update(grads, opt_state, params)\n"
+           "    if ppo_cfg.desired_kl > 0:\n"
+           "      opt_state = ppo.set_learning_rate(opt_state, lr)\n", LR_TIMING),
+    # Data safety: a divergence guard that never fires, a restore that skips the checksums or
+    # the layout check, a run folder taken over, and NaN let through validation.
+    Mutant("guard_never_fires", "mjx_walk/trainer.py",
+           "  return jnp.stack([~_all_finite(watched[name]) for name in GUARDED])",
+           "  return jnp.zeros((len(GUARDED),), bool)", GUARD),
+    Mutant("checksums_skipped", "mjx_walk/checkpoint.py",
+           "    elif _sha256(array) != entry[\"sha256\"]:",
+           "    elif False:", CHECKSUMS),
+    Mutant("layout_unchecked", "mjx_walk/checkpoint.py",
+           "    if list(want.shape) != got[\"shape\"] or str(want.dtype) != got[\"dtype\"]:",
+           "    if False:", LAYOUT),
+    Mutant("run_folder_taken_over", "mjx_walk/run_folder.py",
+           "    if not entries:\n      return\n",
+           "    if True:\n      return\n", RUN_FOLDER),
+    Mutant("nan_accepted", "mjx_walk/config.py",
+           "  _check_finite(config)\n", "", FINITE),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests
@@ -208,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     selected = list(dict.fromkeys(test for m in mutants for test in m.tests))
     start = time.monotonic()
     status = _pytest(copy, guard_dir, selected, args.timeout)
-    print(f"{'(unmutated)':<32} {'-':<20} {'PASSED' if status == 0 else 'FAILED':<8} "
+    print(f"{'(unmutated)':<33} {'-':<24} {'PASSED' if status == 0 else 'FAILED':<8} "
           f"{time.monotonic() - start:7.1f}s", flush=True)
     if status != 0:
       print("the unmutated copy fails its selected tests (exit status "
@@ -229,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
       killed += outcome == "KILLED"
       survived += outcome == "SURVIVED"
       errors += outcome == "ERROR"
-      print(f"{m.name:<32} {m.path:<20} {outcome:<8} {time.monotonic() - start:7.1f}s",
+      print(f"{m.name:<33} {m.path:<24} {outcome:<8} {time.monotonic() - start:7.1f}s",
             flush=True)
 
   summary = {"killed": killed, "survived": survived, "mutants": len(mutants)}

@@ -16,6 +16,7 @@ from mjx_walk import audit
 from mjx_walk import config as config_lib
 from mjx_walk import env as env_lib
 from mjx_walk import families
+from mjx_walk import run_folder
 
 R = env_lib.ResetReason
 _ = False
@@ -245,7 +246,7 @@ class HostTest(absltest.TestCase):
     self.assertEqual(audit.write_traces(run_dir, metrics, first_update=20, max_traces=2), [])
     again = audit.write_traces(run_dir, metrics, first_update=10, max_traces=2)
     self.assertEqual([p.name for p in again], ["11_0.npz", "12_0.npz"])
-    self.assertEqual(len(list((run_dir / audit.TRACE_DIR).glob("*.npz"))), 2)
+    self.assertEqual(len(list((run_dir / run_folder.TRACES).glob("*.npz"))), 2)
     self.assertEqual(audit.write_traces(run_dir, {"reward/total": np.zeros(2)}, 0, 5), [])
 
 

@@ -7,6 +7,7 @@ and every ledger number that is not a wall-clock figure.
 
 import json
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +18,13 @@ from absl.testing import absltest
 import chex
 import jax
 import jax.numpy as jnp
+import orbax.checkpoint as ocp
 
 import configs
 from mjx_walk import checkpoint
 from mjx_walk import config as config_lib
 from mjx_walk import evaluate
+from mjx_walk import families
 from mjx_walk import ledger
 from mjx_walk import networks
 from mjx_walk import normalizer
@@ -68,16 +71,22 @@ class SaveRestoreTest(absltest.TestCase):
     self._save_two(run_dir)
     self.assertEqual(checkpoint.steps(run_dir), [0, 2])
     abstract = jax.eval_shape(self.trainer.init, jax.random.key(0))
-    restored = checkpoint.restore(run_dir, abstract)
+    restored = checkpoint.restore(run_dir, abstract, self.config, self.trainer.manifest)
     self.assertEqual(restored.step, 2)
     chex.assert_trees_all_equal(_host(restored.carry), _host(self.carry))
     self.assertEqual(restored.config, self.config)
     self.assertEqual(restored.manifest, self.trainer.manifest)
     self.assertEqual(restored.progress["env_steps"], 2 * self.config.batch_size)
-    older = checkpoint.restore(run_dir, abstract, step=0)
+    older = checkpoint.restore(run_dir, abstract, self.config, self.trainer.manifest, step=0)
     chex.assert_trees_all_equal(_host(older.carry), self.first)
 
-  def test_corrupted_checkpoint_falls_back_and_names_the_step(self):
+  def _restore(self, run_dir, step=None, config=None, trainer=None, log=None):
+    trainer = trainer or self.trainer
+    abstract = jax.eval_shape(trainer.init, jax.random.key(0))
+    return checkpoint.restore(run_dir, abstract, config or self.config, trainer.manifest,
+                              step=step, log=log or (lambda _: None))
+
+  def test_torn_file_falls_back_and_names_the_step(self):
     run_dir = pathlib.Path(self.create_tempdir().full_path)
     self._save_two(run_dir)
     newest = checkpoint.directory(run_dir) / "2"
@@ -85,14 +94,99 @@ class SaveRestoreTest(absltest.TestCase):
     victim = max((p for p in (newest / "train").rglob("*") if p.is_file()),
                  key=lambda p: p.stat().st_size)
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
-    abstract = jax.eval_shape(self.trainer.init, jax.random.key(0))
     notices = []
-    restored = checkpoint.restore(run_dir, abstract, log=notices.append)
+    restored = self._restore(run_dir, log=notices.append)
     self.assertEqual(restored.step, 0)
-    self.assertIn(f"checkpoint step 2 at {newest} is unreadable", notices[0])
+    self.assertIn(f"checkpoint step 2 at {newest}: unreadable", notices[0])
+    self.assertIn("trying an older one", notices[0])
     self.assertIn("restored step 0", notices[-1])
     with self.assertRaisesRegex(checkpoint.CheckpointError, f"step 2 at {newest}"):
-      checkpoint.restore(run_dir, abstract, step=2)
+      self._restore(run_dir, step=2)
+
+  def test_flipped_bytes_never_restore(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    newest = checkpoint.directory(run_dir) / "2"
+    # Flip 4 bytes in the middle of every array data file of the newest train state. The data
+    # is zstd-compressed: a flip either breaks the frame (unreadable) or decompresses to other
+    # numbers, which only the checksums can tell. Either way step 2 must not come back.
+    for victim in (newest / "train" / "ocdbt.process_0" / "d").iterdir():
+      data = bytearray(victim.read_bytes())
+      middle = len(data) // 2
+      data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+      victim.write_bytes(bytes(data))
+    notices = []
+    restored = self._restore(run_dir, log=notices.append)
+    self.assertEqual(restored.step, 0)
+    chex.assert_trees_all_equal(_host(restored.carry), self.first)
+    self.assertRegex(notices[0], rf"^checkpoint step 2 at {newest}: (corrupted|unreadable)")
+    with self.assertRaisesRegex(checkpoint.CheckpointError, f"step 2 at {newest}"):
+      self._restore(run_dir, step=2)  # an explicit step is refused, not replaced
+
+  def test_changed_array_data_is_caught_by_the_checksum_naming_the_leaf(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    newest = checkpoint.directory(run_dir) / "2"
+    # Silent corruption: the train item rewritten as a valid Orbax item whose one optimizer
+    # moment is off by 6e10. Orbax reads it without complaint; only the checksum can tell.
+    stored = checkpoint._to_storable(self.carry.train)
+    leaf = "opt_state_1_inner_state_0_nu_critic_params_value_hidden_0_kernel"
+    stored[leaf] = stored[leaf].copy()
+    stored[leaf][0, 0] += 6e10
+    shutil.rmtree(newest / "train")
+    with ocp.StandardCheckpointer() as writer:
+      writer.save(newest / "train", stored)
+    notices = []
+    restored = self._restore(run_dir, log=notices.append)
+    self.assertEqual(restored.step, 0)
+    self.assertEqual(notices[0], f"checkpoint step 2 at {newest}: corrupted:\n    train/{leaf}: "
+                     "checksum mismatch (the data changed after it was saved); trying an older one")
+    with self.assertRaisesRegex(checkpoint.CheckpointError, f"train/{leaf}: checksum mismatch"):
+      self._restore(run_dir, step=2)
+
+  def test_other_network_sizes_are_refused_naming_the_field_and_the_leaves(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    wider = tiny_config()
+    wider.network.actor_hidden_sizes = (32, 32)
+    wider_trainer = trainer_lib.make_trainer(wider)
+    with self.assertRaisesRegex(
+        checkpoint.CheckpointError,
+        r"(?s)no intact checkpoint.*step 2 .*written with another config:\n"
+        r"    network\.actor_hidden_sizes: \(16, 16\) -> \(32, 32\)"):
+      self._restore(run_dir, config=wider, trainer=wider_trainer)
+    # The same config with another network's state: the layout check names leaf and shapes.
+    with self.assertRaisesRegex(
+        checkpoint.CheckpointError,
+        r"train/opt_state_1_inner_state_0_mu_actor_params_mean_hidden_0_kernel: saved "
+        r"float32\[50, 16\], this config "
+        r"needs float32\[50, 32\]"):
+      self._restore(run_dir, step=2, trainer=wider_trainer)
+
+  def test_another_manifest_is_refused(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    other = tiny_config()
+    other.panel.seed = 7  # a panel seed is not resumable: it changes the manifest
+    with self.assertRaisesRegex(checkpoint.CheckpointError, r"panel\.seed: 2026 -> 7"):
+      self._restore(run_dir, step=2, config=other)
+    with self.assertRaisesRegex(checkpoint.CheckpointError, "is not this run's"):
+      abstract = jax.eval_shape(self.trainer.init, jax.random.key(0))
+      checkpoint.restore(run_dir, abstract, self.config,
+                         trainer_lib.make_trainer(other).manifest, step=2)
+
+  def test_a_non_finite_state_is_never_saved(self):
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    self._save_two(run_dir)
+    train = self.carry.train
+    broken = self.carry.replace(train=train.replace(
+        params=jax.tree.map(lambda x: x.at[..., 0].set(jnp.nan), train.params),
+        update_step=train.update_step + 1))
+    saver = checkpoint.Checkpointer(run_dir, self.config, self.trainer.manifest)
+    with self.assertRaisesRegex(checkpoint.DivergedError, "refusing to save update 3"):
+      saver.save(broken, wall_seconds=2.0)
+    saver.close()
+    self.assertEqual(checkpoint.steps(run_dir), [0, 2])
 
   def test_policy_acts_like_the_trainer_actor(self):
     run_dir = pathlib.Path(self.create_tempdir().full_path)
@@ -112,13 +206,19 @@ class SaveRestoreTest(absltest.TestCase):
   def test_evaluate_a_checkpoint(self):
     run_dir = pathlib.Path(self.create_tempdir().full_path)
     self._save_two(run_dir)
-    record, other = evaluate.evaluate_checkpoint(str(run_dir), None, compare=str(run_dir))
+    record, other, path = evaluate.evaluate_checkpoint(str(run_dir), None,
+                                                       compare=str(run_dir))
     self.assertEqual(record["update"], 2)
     self.assertEqual(record["panel_hash"], self.trainer.manifest.panel_hash)
     self.assertEqual(sorted(record["strata"]), sorted(self.config.panel.strata))
     self.assertEqual(other["strata"], record["strata"])  # same policy, same panel, same numbers
-    saved = json.loads((run_dir / "eval" / "2.json").read_text())
+    self.assertEqual(path, run_dir / "eval" / "2.json")
+    saved = json.loads(path.read_text())
     self.assertEqual(saved["strata"], record["strata"])
+    # A second evaluation of the same policy keeps the file: same panel, same numbers.
+    before = path.stat().st_mtime_ns
+    _, _, again = evaluate.evaluate_checkpoint(str(run_dir), 2)
+    self.assertEqual((again, again.stat().st_mtime_ns), (path, before))
 
 
 class ResumeTest(absltest.TestCase):
@@ -132,7 +232,9 @@ class ResumeTest(absltest.TestCase):
 
     abstract = jax.eval_shape(
         trainer_lib.make_trainer(tiny_config()).init, jax.random.key(0))
-    a, b = checkpoint.restore(split, abstract), checkpoint.restore(straight, abstract)
+    restore = lambda run_dir: checkpoint.restore(run_dir, abstract, tiny_config(chunks=4),
+                                                 trainer_lib.make_trainer(tiny_config()).manifest)
+    a, b = restore(split), restore(straight)
     self.assertEqual((a.step, b.step), (8, 8))
     chex.assert_trees_all_equal(_host(a.carry), _host(b.carry))
 
@@ -163,7 +265,9 @@ class ResumeTest(absltest.TestCase):
         [sys.executable, "-m", "mjx_walk.train", "--resume=/nonexistent/run"],
         capture_output=True, text=True, timeout=120, cwd=REPO)
     self.assertNotEqual(result.returncode, 0)
-    self.assertIn("--resume=/nonexistent/run: no run there", result.stderr)
+    self.assertEqual(result.returncode, 2)
+    self.assertEqual(result.stderr, "error: --resume=/nonexistent/run: /nonexistent/run holds no "
+                     "run (no such folder)\n")
 
 
 def fake_carry(step: int, size: int) -> trainer_lib.Carry:
@@ -211,7 +315,9 @@ class InterruptionTest(absltest.TestCase):
     process.wait()
     self.assertEqual(checkpoint.steps(run_dir), [1])
     small = fake_carry(1, 1000)
-    restored = checkpoint.restore(run_dir, jax.eval_shape(lambda: small))
+    cfg = config_lib.default()
+    restored = checkpoint.restore(run_dir, jax.eval_shape(lambda: small), cfg,
+                                  families.make_manifest(cfg))
     chex.assert_trees_all_equal(_host(restored.carry), _host(small))
 
   def test_sigterm_saves_and_exits_zero_then_resumes(self):

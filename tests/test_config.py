@@ -2,6 +2,7 @@
 
 import dataclasses
 import pathlib
+import re
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -49,6 +50,12 @@ class ValidateTest(parameterized.TestCase):
       ("gait_reward_without_clock", {"env__gait_hz": 0.0}, r"config\.reward\.gait_phase=1\.0 .*needs the gait clock: set env\.gait_hz > 0"),
       ("zero_swing", {"reward__swing_height": 0.0}, r"config\.reward\.swing_height=0\.0 .*> 0"),
       ("negative_linvel_noise", {"env__noise_lin_vel": -1.0}, r"config\.env\.noise_lin_vel=-1\.0 .*>= 0"),
+      ("zero_min_lr", {"ppo__min_learning_rate": 0.0}, r"config\.ppo\.min_learning_rate=0\.0 .*> 0"),
+      ("lr_bounds_reversed", {"ppo__max_learning_rate": 1e-6},
+       r"config\.ppo\.max_learning_rate=1e-06 .*>= ppo\.min_learning_rate=1e-05"),
+      ("lr_outside_bounds", {"ppo__learning_rate": 0.1},
+       r"config\.ppo\.learning_rate=0\.1 .*lie in \[ppo\.min_learning_rate, "
+       r"ppo\.max_learning_rate\] = \[1e-05, 0\.01\]"),
   )
   def test_error_names_value_and_accepted(self, changes, pattern):
     with self.assertRaisesRegex(ValueError, pattern):
@@ -163,6 +170,42 @@ class ValidateTest(parameterized.TestCase):
   def test_family_and_panel_errors_name_value_and_accepted(self, changes, pattern):
     with self.assertRaisesRegex(ValueError, pattern):
       config_lib.validate(_with(**changes))
+
+  def test_lr_bounds_apply_only_to_the_adaptive_rate(self):
+    config_lib.validate(_with(ppo__learning_rate=0.1, ppo__desired_kl=0.0))  # a fixed rate
+
+  @parameterized.parameters(float("nan"), float("inf"), float("-inf"))
+  def test_every_float_field_refuses_non_finite_values(self, bad):
+    # Each float field of the default config (every section), and each float inside a range
+    # field, set in turn to `bad`: validate must name that field and say why. A field whose own
+    # range check ran first (e.g. `not x > 0` is true for NaN) would name it too, but with
+    # another reason; the finite check must come first for every one of them.
+    checked = 0
+    for section_name, section in [("", config_lib.default())] + [
+        (f.name + ".", getattr(config_lib.default(), f.name))
+        for f in dataclasses.fields(config_lib.TrainConfig)
+        if dataclasses.is_dataclass(getattr(config_lib.default(), f.name))]:
+      for field in dataclasses.fields(section):
+        value = getattr(section, field.name)
+        if isinstance(value, bool) or dataclasses.is_dataclass(value):
+          continue
+        if isinstance(value, float):
+          bad_value = bad
+        elif isinstance(value, tuple) and value and all(isinstance(v, float) for v in value):
+          bad_value = (bad,) + value[1:]
+        else:
+          continue
+        cfg = configs.with_changes(**{f"{section_name.rstrip('.')}__{field.name}"
+                                      if section_name else field.name: bad_value})
+        name = f"{section_name}{field.name}"
+        with self.subTest(field=name):
+          with self.assertRaisesRegex(
+              ValueError, rf"^config\.{re.escape(name)}=.* is invalid: it must be a finite "
+              r"number \(not NaN or infinity\)\.$"):
+            config_lib.validate(cfg)
+        checked += 1
+    # Every section has float fields; this many are checked (a new float field adds to it).
+    self.assertGreaterEqual(checked, 70)
 
   def test_held_out_checks_apply_only_to_strata_in_the_panel(self):
     # A payload, friction or slope range inside the training range is fine when its stratum is

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -527,7 +529,7 @@ class LearningRateTest(chex.TestCase):
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_adapt_learning_rate(self):
-    adapt = self.variant(ppo.adapt_learning_rate)
+    adapt = self.variant(functools.partial(ppo.adapt_learning_rate, min_lr=1e-5, max_lr=1e-2))
     lr, desired = 1e-3, 0.01
     # kl > 2 * desired: down; kl < desired / 2: up.
     np.testing.assert_allclose(adapt(lr, 0.05, desired), lr / 1.5, rtol=1e-6)

@@ -24,6 +24,7 @@ from mjx_walk import families
 from mjx_walk import ledger
 from mjx_walk import report
 from mjx_walk import robots
+from mjx_walk import run_folder
 from mjx_walk import train as train_lib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -92,8 +93,8 @@ class RunReportTest(absltest.TestCase):
         self.assertIn(plot.note, self.text)  # a skipped plot says why
         continue
       _assert_png(self, plot.path)
-      self.assertEqual(plot.path.parent, self.run_dir / report.PLOTS_DIRNAME)
-      self.assertIn(f"]({report.PLOTS_DIRNAME}/{plot.path.name})", self.text)
+      self.assertEqual(plot.path.parent, self.run_dir / run_folder.PLOTS)
+      self.assertIn(f"]({run_folder.PLOTS}/{plot.path.name})", self.text)
 
   def test_report_sections(self):
     recipe = ledger.latest(self.records, "recipe")
@@ -112,7 +113,7 @@ class RunReportTest(absltest.TestCase):
   def test_videos_one_per_stratum_with_captions(self):
     update = ledger.latest(self.records, "update")["update"]
     self.assertEqual(self.built.traces, report.traces_path(self.run_dir, update))
-    folder = self.run_dir / report.VIDEOS_DIRNAME / str(update)
+    folder = self.run_dir / run_folder.VIDEOS / str(update)
     self.assertEqual(self.built.videos,
                      [folder / f"{stratum}.mp4" for stratum in self.config.panel.strata])
     captions = json.loads((folder / report.CAPTIONS_FILENAME).read_text())["videos"]
@@ -126,7 +127,7 @@ class RunReportTest(absltest.TestCase):
       self.assertIn(caption["end_reason"], env_lib.REASON_NAMES)
       self.assertAlmostEqual(caption["commands"][0]["start_s"], 0.0)
       self.assertAlmostEqual(caption["commands"][-1]["end_s"], caption["seconds"])
-      self.assertIn(f"]({report.VIDEOS_DIRNAME}/{update}/{stratum}.mp4)", self.text)
+      self.assertIn(f"]({run_folder.VIDEOS}/{update}/{stratum}.mp4)", self.text)
       self.assertIn(f"ended by **{caption['end_reason']}**", self.text)
 
   def test_saved_traces_describe_the_panel(self):

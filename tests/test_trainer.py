@@ -34,9 +34,7 @@ def _rsl_rl_rate(lr: float, kl: float, ppo_cfg: config_lib.PPOConfig) -> float:
   target: it grows by 1.5 (not above the ceiling); otherwise it stays.
   """
   desired = ppo_cfg.desired_kl
-  # The bounds are config fields where the config has them, and the rule's defaults otherwise.
-  floor = getattr(ppo_cfg, "min_learning_rate", 1e-5)
-  ceiling = getattr(ppo_cfg, "max_learning_rate", 1e-2)
+  floor, ceiling = ppo_cfg.min_learning_rate, ppo_cfg.max_learning_rate
   # A KL within rounding of a threshold would make the expected rate a coin toss.
   for threshold in (2.0 * desired, 0.5 * desired):
     assert abs(kl - threshold) > 1e-4 * threshold, (kl, threshold)
@@ -140,7 +138,7 @@ class TrainerTest(chex.TestCase):
                "contact/stumbles", "contact/stumble_touchdowns", "contact/body_contacts",
                "contact/air_time_sum", "contact/air_time_p90", "sync/max_reset_share",
                "sync/mean_reset_share", "sync/min_effective_families",
-               "families/min_per_minibatch"]
+               "families/min_per_minibatch", "loss/grad_norm"]
     scalars += [f"contact/ground_share/{foot}" for foot in ("FR", "FL", "RR", "RL")]
     scalars += [f"reward_share/{name}" for name, scale in cfg.reward.scales().items() if scale]
     for key in scalars:
@@ -154,11 +152,58 @@ class TrainerTest(chex.TestCase):
         "trace/qpos": (k, s, steps + 1, nq), "trace/qvel": (k, s, steps + 1, nv),
         "trace/action": (k, s, steps, a), "trace/family": (k, s), "trace/env": (k, s),
         "trace/reason": (k, s), "trace/length": (k, s), "trace/first_step": (k, s),
-        "trace/valid": (k, s),
+        "trace/valid": (k, s), "guard/nonfinite": (k, len(trainer_lib.GUARDED)),
     }
     for key, shape in arrays.items():
       self.assertIn(key, shapes)
       self.assertEqual(shapes[key].shape, shape, key)
+
+  def test_adapted_rate_applies_to_the_minibatch_it_was_measured_on(self):
+    # One update of one epoch of one minibatch. Its KL is measured before its step, on-policy,
+    # so it is 0 < desired_kl / 2 and the rule raises the rate from 1e-3 to 1.5e-3 for this
+    # very step. Adam's first step moves each parameter by lr * g / (|g| + eps), so |delta| is
+    # the rate used wherever |g| >> eps: 1.5e-3 here, 1e-3 if the new rate took effect one
+    # minibatch late.
+    cfg = tiny_config(updates_per_chunk=1, ppo__num_epochs=1, ppo__num_minibatches=1,
+                      total_env_steps=48)
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(0))
+    before = jax.device_get(carry.train.params.actor)
+    carry, metrics = trainer.train_chunk(carry)
+    self.assertEqual(float(metrics["loss/approx_kl"][0]), 0.0)
+    np.testing.assert_allclose(metrics["ppo/learning_rate"], [1.5e-3], rtol=1e-6)
+    moved = np.concatenate([np.abs(a - b).ravel() for a, b in zip(
+        jax.tree.leaves(jax.device_get(carry.train.params.actor)), jax.tree.leaves(before))])
+    self.assertLessEqual(moved.max(), 1.5e-3 * (1 + 1e-4))
+    self.assertGreaterEqual(np.quantile(moved, 0.9), 1.5e-3 * (1 - 1e-3))
+
+  def test_divergence_guard_names_what_went_non_finite(self):
+    cfg = tiny_config()
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(0))
+    carry, metrics = trainer.train_chunk(carry)
+    self.assertIsNone(trainer_lib.first_divergence(jax.device_get(metrics)))
+    np.testing.assert_array_equal(metrics["guard/nonfinite"], False)
+    # One NaN in the critic's output bias: the values, hence the advantages and every loss term
+    # of the first minibatch, go NaN; the global-norm clip spreads the NaN gradient to every
+    # parameter and Adam moment. The normalizer sees only observations and stays finite.
+    critic = carry.train.params.critic
+    poisoned = jax.tree_util.tree_map_with_path(
+        lambda path, x: x.at[0].set(jnp.nan) if "out" in jax.tree_util.keystr(path)
+        and x.ndim == 1 else x, critic)
+    carry = carry.replace(train=carry.train.replace(
+        params=carry.train.params.replace(critic=poisoned)))
+    carry, metrics = trainer.train_chunk(carry)
+    k, names = trainer_lib.first_divergence(jax.device_get(metrics))
+    self.assertEqual(k, 0)
+    self.assertEqual(names, [name for name in trainer_lib.GUARDED if name != "normalizer"])
+
+  def test_first_divergence_reads_the_first_flagged_update(self):
+    flags = np.zeros((3, len(trainer_lib.GUARDED)), bool)
+    flags[1, trainer_lib.GUARDED.index("params/actor")] = True
+    flags[2, :] = True
+    self.assertEqual(trainer_lib.first_divergence({"guard/nonfinite": flags}),
+                     (1, ["params/actor"]))
 
   def test_invalid_config_fails_before_compiling(self):
     cfg = tiny_config()

@@ -1,0 +1,31 @@
+"""What every command-line entry point shares: refusing bad input, and a quiet start.
+
+A refusal is one message on stderr, `error: <what is wrong and what would be accepted>`, with exit
+status 2 and neither a traceback nor the flag help: the message is the part a user needs. The
+entry points call `refuse` for every error a user can cause (a bad flag or config value, a bad
+robot file, a run folder that is taken, a checkpoint that fails verification) before anything is
+written or compiled.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+from absl import flags
+from absl import logging
+
+EXIT_REFUSED = 2
+"""Exit status of a refused command (bad input; nothing was written)."""
+
+
+def refuse(message: str, status: int = EXIT_REFUSED) -> NoReturn:
+  """Prints `error: message` to stderr and exits with `status`."""
+  print(f"error: {message}", file=sys.stderr, flush=True)
+  raise SystemExit(status)
+
+
+def quiet_library_logs() -> None:
+  """Keeps library INFO logs (Orbax, MJX) out of the progress output unless --verbosity is set."""
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
