@@ -27,14 +27,14 @@ import math
 import os
 import pathlib
 import subprocess
-import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from absl import app
 import jax
 import numpy as np
 
 from mjx_walk import audit
+from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import run_folder
 from mjx_walk import trainer as trainer_lib
@@ -377,31 +377,25 @@ def _format_update(record: dict[str, Any]) -> str:
           f"sps {_fmt(record.get('perf/sps'), ',.0f')}")
 
 
-def _exit(message: str) -> NoReturn:
-  """Refuses with `message` on stderr and exit status 1."""
-  print(message, file=sys.stderr)
-  raise SystemExit(1)
-
-
 def main(argv: list[str]) -> None:
   """Shows one run, or compares the latest evaluations of two runs on the same panel.
 
   Raises:
-    app.UsageError: for zero or more than two run folders.
-    SystemExit: status 1, with the reason on stderr, for a missing or malformed ledger, a run
-      without a recipe, or two runs evaluated on different panels.
+    SystemExit: status 2 for zero or more than two run folders; status 1, with the reason on
+      stderr, for a missing or malformed ledger, a run without a recipe, or two runs evaluated
+      on different panels.
   """
   run_dirs = argv[1:]
   if not 1 <= len(run_dirs) <= 2:
-    raise app.UsageError(f"give one run folder, or two to compare; got {len(run_dirs)}")
+    cli.refuse(f"give one run folder, or two to compare; got {len(run_dirs)}")
   runs = []
   for run_dir in run_dirs:
     try:
       records = read_run(run_dir)
     except (FileNotFoundError, ValueError) as error:
-      _exit(f"error: {error}")
+      cli.refuse(str(error), status=1)
     if latest(records, "recipe") is None:
-      _exit(f"error: {pathlib.Path(run_dir) / FILENAME} has no recipe record")
+      cli.refuse(f"{pathlib.Path(run_dir) / FILENAME} has no recipe record", status=1)
     runs.append(records)
 
   if len(runs) == 1:
@@ -414,12 +408,13 @@ def main(argv: list[str]) -> None:
 
   hashes = [latest(records, "recipe")["panel_hash"] for records in runs]
   if hashes[0] != hashes[1]:
-    _exit(f"refusing to compare: the evaluation panels differ ({run_dirs[0]}: panel {hashes[0]}, "
-          f"{run_dirs[1]}: panel {hashes[1]}). Runs are compared only on the same panel.")
+    cli.refuse(f"refusing to compare: the evaluation panels differ ({run_dirs[0]}: panel "
+               f"{hashes[0]}, {run_dirs[1]}: panel {hashes[1]}). Runs are compared only on the "
+               "same panel.", status=1)
   evaluations = [latest(records, "eval") for records in runs]
   for run_dir, evaluation in zip(run_dirs, evaluations):
     if evaluation is None:
-      _exit(f"error: {run_dir} has no evaluation yet; nothing to compare")
+      cli.refuse(f"{run_dir} has no evaluation yet; nothing to compare", status=1)
   print(format_comparison(evaluations[0], evaluations[1], (run_dirs[0], run_dirs[1])))
 
 

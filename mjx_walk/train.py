@@ -146,7 +146,7 @@ class Diverged(RuntimeError):
     self.last_checkpoint = last_checkpoint
 
 
-def check_before_writing(config: config_lib.TrainConfig) -> families.Manifest:
+def _check_before_writing(config: config_lib.TrainConfig) -> families.Manifest:
   """Everything a new or resumed run can be refused for, checked before a file is written.
 
   Validates the config, draws the manifest (refusing leaked seeds) and loads and checks the
@@ -236,17 +236,17 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
     checkpoint.CheckpointError: a resume found no checkpoint that passes verification.
     Diverged: an update went non-finite; nothing of it was saved.
   """
-  manifest = check_before_writing(config)
+  manifest = _check_before_writing(config)
   if resume:
     folder = run_folder.RunFolder.open(run_dir)
     if not checkpoint.steps(folder.root):
       raise checkpoint.CheckpointError(
           f"--resume={folder.root}: there is no checkpoint in {folder.checkpoints}")
-  else:
-    if run_dir is not None:
-      run_folder.RunFolder(pathlib.Path(run_dir)).refuse_existing()
-    folder = None
+  elif run_dir is not None:
+    run_folder.RunFolder(pathlib.Path(run_dir)).refuse_existing()
 
+  # The trainer is built (nothing compiles yet) before a new folder is claimed, so that nothing
+  # is left behind if building it fails.
   trainer = trainer_lib.make_trainer(config, manifest=manifest)
   if resume:
     carry, seconds_before = _resume(folder, config, manifest, trainer)

@@ -8,7 +8,6 @@ import pathlib
 import subprocess
 import types
 
-from absl import app
 import jax
 import numpy as np
 import pytest
@@ -298,10 +297,14 @@ def test_cli_refuses_runs_on_different_panels(tmp_path, capsys):
 
 
 def test_cli_errors(tmp_path, capsys):
-  with pytest.raises(app.UsageError):
-    ledger.main(["prog"])
-  with pytest.raises(app.UsageError):
-    ledger.main(["prog", "a", "b", "c"])
+  # A wrong number of folders: one error line and status 2, not absl's flag help.
+  for argv in (["prog"], ["prog", "a", "b", "c"]):
+    with pytest.raises(SystemExit) as exit_info:
+      ledger.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: give one run folder, or two to compare; got ")
+    assert len(err.splitlines()) == 1
   with pytest.raises(SystemExit) as exit_info:
     ledger.main(["prog", str(tmp_path / "missing")])
   assert exit_info.value.code == 1

@@ -6,7 +6,6 @@ flag help, exit status 2) and against a checksum of the run folder before and af
 """
 
 import hashlib
-import json
 import pathlib
 import shutil
 import subprocess
@@ -83,17 +82,13 @@ class RefusalTest(absltest.TestCase):
     self.assertEqual(folder_digest(self.run_dir), before)
     self.assertEqual(checkpoint.steps(self.run_dir), [2, 4])
 
-  def test_non_finite_values(self):
-    for flag, field in (("--config.ppo.entropy_coef=nan", "ppo.entropy_coef"),
-                        ("--config.reward.feet_slip=-inf", "reward.feet_slip"),
-                        ("--config.env.noise_gyro=inf", "env.noise_gyro"),
-                        ("--config.ppo.learning_rate=inf", "ppo.learning_rate")):
-      with self.subTest(flag=flag):
-        target = self.root / f"never-{field}"
-        result = run_cli(f"--run_dir={target}", flag)
-        self.assert_refused(result, rf"config\.{field}=-?(nan|inf) is invalid: it must be a "
-                            r"finite number \(not NaN or infinity\)\.\n$")
-        self.assertFalse(target.exists())
+  def test_non_finite_value(self):
+    # One field from the command line; tests/test_config.py refuses NaN and inf in every one.
+    target = self.root / "never-nan"
+    result = run_cli(f"--run_dir={target}", "--config.ppo.entropy_coef=nan")
+    self.assert_refused(result, r"config\.ppo\.entropy_coef=nan is invalid: it must be a finite "
+                        r"number \(not NaN or infinity\)\.\n$")
+    self.assertFalse(target.exists())
 
   def test_unknown_field_value_is_one_line(self):
     result = run_cli("--config.num_envs=abc")
@@ -202,24 +197,17 @@ class DivergenceTest(absltest.TestCase):
     self.assertEqual([r["update"] for r in records if r["kind"] == "update"], list(range(1, 8)))
     self.assertIsNone(records[-2]["loss/total"])  # the diverged update's loss, as JSON null
 
-    # The kept checkpoint is intact and finite, and a resume starts from it (and, recomputing
-    # the same updates, diverges again at 7 without touching it).
-    cfg = tiny_config(chunks=5)
+    # The kept checkpoint is intact and finite (experiments/data_safety.py also resumes it).
+    cfg = tiny_config(chunks=10)
     cfg.ppo.learning_rate, cfg.ppo.desired_kl = 10.0, 0.0
     cfg.checkpoint.max_to_keep, cfg.checkpoint.keep_best, cfg.panel.every_chunks = 1, False, 0
     trainer = trainer_lib.make_trainer(cfg)
     restored = checkpoint.restore(run_dir, jax.eval_shape(trainer.init, jax.random.key(0)), cfg,
                                   trainer.manifest)
     self.assertEqual(restored.step, 6)
-    for leaf in jax.tree.leaves(restored.carry.train.params):
+    train = restored.carry.train
+    for leaf in jax.tree.leaves((train.params, train.opt_state, train.normalizer)):
       self.assertTrue(np.isfinite(np.asarray(leaf)).all())
-    kept = folder_digest(checkpoint.directory(run_dir))
-    with self.assertRaises(train_lib.Diverged) as caught:
-      train_lib.run(cfg, run_dir, resume=True)
-    self.assertEqual((caught.exception.update, caught.exception.last_checkpoint), (7, 6))
-    self.assertEqual(folder_digest(checkpoint.directory(run_dir)), kept)
-    divergences = [r for r in ledger.read_run(run_dir) if r["kind"] == "divergence"]
-    self.assertEqual([r["update"] for r in divergences], [7, 7])
 
 
 if __name__ == "__main__":
