@@ -117,13 +117,18 @@ def main(argv: list[str]) -> None:
 
   # 3. A checkpoint written with other network sizes, copied in as the newest step.
   wide = work / "wide"
-  assert command(f"--run_dir={wide}", *TINY, "--config.network.actor_hidden_sizes=(32,32)",
+  # (A flag given twice appends to a tuple field, so the tiny flags' sizes are replaced here.)
+  wide_flags = [f for f in TINY if not f.startswith("--config.network.actor_hidden_sizes")]
+  assert command(f"--run_dir={wide}", *wide_flags, "--config.network.actor_hidden_sizes=(32,32)",
                  "--config.total_env_steps=768").returncode == 0  # 8 chunks: step 16
   mixed = work / "mixed"
   shutil.copytree(base, mixed)
   shutil.copytree(wide / "checkpoints" / "16", mixed / "checkpoints" / "16")
   before = {s: digest(mixed / "checkpoints" / s) for s in ("2", "4", "6", "16")}
-  result = command(f"--resume={mixed}", "--config.total_env_steps=384")
+  # Four chunks: one more than the run had. The keep-policy may keep 10, so the comparison of
+  # the older checkpoints is not confused by the newest three rotating the oldest out.
+  result = command(f"--resume={mixed}", "--config.total_env_steps=384",
+                   "--config.checkpoint.max_to_keep=10")
   notice = " ".join(line.strip() for line in result.stdout.splitlines()
                     if line.startswith(("checkpoint step 16", "    network", "restored step")))
   kept = all(digest(mixed / "checkpoints" / s) == before[s] for s in ("2", "4", "6"))

@@ -34,7 +34,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import pathlib
 from typing import Any, Sequence
 
 import flax.struct
@@ -381,13 +380,6 @@ class Manifest:
           f"manifest content hashes to {manifest.hash} but records {values['hash']}; "
           "it was edited or corrupted")
     return manifest
-
-  def write(self, path: pathlib.Path) -> None:
-    path.write_text(self.to_json())
-
-  @classmethod
-  def read(cls, path: pathlib.Path) -> Manifest:
-    return cls.from_json(pathlib.Path(path).read_text())
 
   def train_params(self) -> FamilyParams:
     """The training families as arrays, leading axis [F]."""

@@ -104,7 +104,7 @@ class RunReportTest(absltest.TestCase):
     self.assertIn("## Audit flags", self.text)
     if not _audit_available():
       self.assertIn("Audits not available", self.text)
-    manifest = families.Manifest.read(self.run_dir / "manifest.json")
+    manifest = run_folder.RunFolder(self.run_dir).read_manifest()
     self.assertIn(manifest.panel_hash, self.text)
     for family in manifest.eval_families:  # every held-out family's seed, by stratum
       self.assertIn(f"| {family.stratum} | 1 | {family.seed} |", self.text)
@@ -132,7 +132,7 @@ class RunReportTest(absltest.TestCase):
 
   def test_saved_traces_describe_the_panel(self):
     saved = report.load_traces(self.built.traces)
-    manifest = families.Manifest.read(self.run_dir / "manifest.json")
+    manifest = run_folder.RunFolder(self.run_dir).read_manifest()
     self.assertEqual(saved.strata, tuple(self.config.panel.strata))
     self.assertEqual(saved.family_seeds, tuple(f.seed for f in manifest.eval_families))
     self.assertEqual(saved.panel_hash, manifest.panel_hash)

@@ -18,6 +18,7 @@ from mjx_walk import families
 from mjx_walk import ledger
 from mjx_walk import normalizer
 from mjx_walk import ppo
+from mjx_walk import run_folder
 from mjx_walk import train as train_lib
 from mjx_walk import trainer as trainer_lib
 
@@ -353,7 +354,7 @@ class TrainCliTest(absltest.TestCase):
     run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
     train_lib.run(cfg, run_dir)
     self.assertEqual(config_lib.from_dict(json.loads((run_dir / "config.json").read_text())), cfg)
-    manifest = families.Manifest.read(run_dir / "manifest.json")
+    manifest = run_folder.RunFolder(run_dir).read_manifest()
     self.assertEqual(manifest, families.make_manifest(cfg))
 
     records = ledger.read_run(run_dir)
