@@ -145,7 +145,7 @@ def _describe(stored: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
           for name, a in stored.items()}
 
 
-def config_hash(config: config_lib.TrainConfig) -> str:
+def _config_hash(config: config_lib.TrainConfig) -> str:
   return hashlib.sha256(config.to_json().encode()).hexdigest()
 
 
@@ -176,9 +176,9 @@ def _check_sums(item: str, recorded: dict[str, Any], stored: dict[str, Any]) -> 
   return problems
 
 
-def _nonfinite_leaves(tree: Any) -> list[str]:
-  return [_leaf_name(path) for path, x in jax.tree_util.tree_leaves_with_path(tree)
-          if jnp.issubdtype(x.dtype, jnp.inexact) and not bool(jnp.all(jnp.isfinite(x)))]
+def _nonfinite_leaves(stored: dict[str, np.ndarray]) -> list[str]:
+  return [name for name, a in stored.items()
+          if np.issubdtype(a.dtype, np.inexact) and not np.isfinite(a).all()]
 
 
 # SAVING
@@ -233,16 +233,16 @@ class Checkpointer:
     """
     train = carry.train
     step = int(train.update_step)
-    nonfinite = _nonfinite_leaves(train)
+    arrays = {"train": _to_storable(train), "env": _to_storable(carry.env),
+              "policy": _to_storable(_policy_tree(train))}
+    nonfinite = _nonfinite_leaves(arrays["train"])
     if nonfinite:
       raise DivergedError(f"refusing to save update {step}: the train state is not finite in "
                           f"{', '.join(nonfinite[:5])}")
     score = None if evaluation is None else held_out_score(evaluation)
     progress = {"update": step, "env_steps": step * self._config.batch_size,
                 "wall_seconds": wall_seconds, "held_out_score": score}
-    arrays = {"train": _to_storable(train), "env": _to_storable(carry.env),
-              "policy": _to_storable(_policy_tree(train))}
-    contents = {"config_sha256": config_hash(self._config), "manifest_hash": self._manifest.hash,
+    contents = {"config_sha256": _config_hash(self._config), "manifest_hash": self._manifest.hash,
                 "items": {item: _describe(stored) for item, stored in arrays.items()}}
     self._manager.save(
         step,
@@ -355,7 +355,8 @@ def _read_json_items(run_dir, step):
   if not isinstance(contents, dict) or not {"items", "config_sha256", "manifest_hash"} <= set(
       contents):
     raise _Unusable("it records no contents to verify against")
-  if contents["manifest_hash"] != manifest.hash or contents["config_sha256"] != config_hash(config):
+  if (contents["manifest_hash"] != manifest.hash
+      or contents["config_sha256"] != _config_hash(config)):
     raise _Unusable("its manifest or config does not match the hashes recorded with it")
   return config, manifest, items["progress"], contents
 

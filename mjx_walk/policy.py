@@ -5,9 +5,9 @@
   action = pol.act(obs["policy"])                     # jitted, [..., O] -> [..., A]
 
 Only the checkpoint's `policy` item (actor parameters and observation normalizer) and its config
-are read, and verified against the checksums saved with them; no trainer, optimizer or env batch is built. The action is the policy's mean, raw: the
-env clips it to `env.action_clip` and scales it by the robot's action scale around the standing
-pose, exactly as in training.
+are read, and verified against the checksums saved with them; no trainer, optimizer or env batch
+is built. The action is the policy's mean, raw: the env clips it to `env.action_clip` and scales
+it by the robot's action scale around the standing pose, exactly as in training.
 """
 
 from __future__ import annotations

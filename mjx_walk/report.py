@@ -858,8 +858,9 @@ def main(argv: list[str]) -> None:
   """Builds the report of one run folder and prints where everything is.
 
   Raises:
-    SystemExit: status 2 for not exactly one run folder; status 1, with the reason on stderr, for a missing run folder, ledger, config or
-      manifest, a malformed ledger, an unknown checkpoint step, or no headless GL backend.
+    SystemExit: status 2 for not exactly one run folder; status 1, with the reason on stderr,
+      for a missing run folder, ledger, config or manifest, a malformed ledger, an unknown
+      checkpoint step, or no headless GL backend.
   """
   cli.quiet_library_logs()
   if len(argv) != 2:

@@ -25,14 +25,8 @@ from mjx_walk import trainer as trainer_lib
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 # The tiny config of tests/configs.py as command-line flags.
-TINY_FLAGS = [
-    "--config.num_envs=8", "--config.unroll_length=6", "--config.updates_per_chunk=2",
-    "--config.ppo.num_minibatches=2", "--config.ppo.num_epochs=2",
-    "--config.network.actor_hidden_sizes=(16,16)", "--config.network.critic_hidden_sizes=(16,16)",
-    "--config.env.episode_seconds=0.1", "--config.families.num_train_families=4",
-    "--config.panel.families_per_stratum=1", "--config.panel.envs_per_family=1",
-    "--config.panel.episode_seconds=0.1",
-]
+TINY_FLAGS = [f"--config.{name.replace('__', '.')}={value}"
+              for name, value in configs.TINY.items()]
 
 
 def tiny_config(chunks: int = 2, **changes):
