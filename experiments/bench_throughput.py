@@ -25,7 +25,7 @@ from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
-from mujoco import mjx
+from mjx_walk._mjx import mjx
 
 from mjx_walk import config as config_lib
 from mjx_walk import trainer as trainer_lib

@@ -7,7 +7,8 @@ shows what the command line does now.
 Each row is one command run in a subprocess: its exit status, the first line it wrote to stderr
 (or the line that matters on stdout), and whether the files that were already saved are byte for
 byte what they were (sha256 of every file before and after). The scenarios: a reused run folder;
-a corrupted checkpoint byte (resume, and an explicit --step); a checkpoint written with other
+corrupted checkpoint bytes (resume, and an explicit --step); array data changed inside a valid
+Orbax file (what only the checksums catch); a checkpoint written with other
 network sizes; NaN and inf in float fields of every config section; a malformed robot MJCF; a
 resume with every checkpoint unreadable; a forced divergence. Runs use the tests' tiny config
 (8 envs, 2 updates per chunk), so the whole table takes a few minutes on 2 CPU cores.
@@ -28,6 +29,10 @@ import tempfile
 
 from absl import app
 from absl import flags
+import numpy as np
+import orbax.checkpoint as ocp
+
+from mjx_walk import cli
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 _WORKDIR = flags.DEFINE_string("workdir", None, "Scratch folder (created; must not exist).")
@@ -65,7 +70,7 @@ def first_line(text: str) -> str:
 
 def flip_bytes(step_dir: pathlib.Path) -> None:
   """Flips 4 bytes in the middle of every array data file of a checkpoint."""
-  for victim in step_dir.glob("*/ocdbt.process_0/d/*"):
+  for victim in step_dir.glob("*/**/d/*"):
     data = bytearray(victim.read_bytes())
     middle = len(data) // 2
     data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
@@ -74,6 +79,7 @@ def flip_bytes(step_dir: pathlib.Path) -> None:
 
 def main(argv: list[str]) -> None:
   del argv
+  cli.quiet_library_logs()
   work = pathlib.Path(_WORKDIR.value or tempfile.mkdtemp(prefix="mjx_walk-data-safety-"))
   work.mkdir(parents=True, exist_ok=_WORKDIR.value is None)
   rows = []
@@ -93,7 +99,7 @@ def main(argv: list[str]) -> None:
   # 1. The same folder for a new run.
   before = digest(base)
   result = command(f"--run_dir={base}", *TINY, "--config.seed=1")
-  row("reused run folder", f"train --run_dir=run (a finished run) --config.seed=1", result,
+  row("reused run folder", "train --run_dir=run (a finished run) --config.seed=1", result,
       first_line(result.stderr), f"{before} -> {digest(base)}")
 
   # 2. A corrupted byte in the newest checkpoint: an explicit --step, then a resume.
@@ -114,6 +120,28 @@ def main(argv: list[str]) -> None:
   row("corrupted checkpoint byte, resume", "train --resume=corrupt", result, notice[:300],
       f"checkpoints 2, 4 {'unchanged' if kept else 'CHANGED'}; 6 moved to "
       f"checkpoints_unreadable/ {'unchanged' if moved else 'CHANGED'}")
+
+  # 2b. Silent corruption: the newest train item rewritten as a valid Orbax item whose one
+  # Adam moment is off by 6e10 (what the old restore accepted without complaint).
+  silent = work / "silent"
+  shutil.copytree(base, silent)
+  item = silent / "checkpoints" / "6" / "train"
+  with ocp.StandardCheckpointer() as checkpointer:
+    tree = {name: np.asarray(value) for name, value in checkpointer.restore(item).items()}
+  leaf = sorted(name for name in tree if "_nu_actor" in name)[0]
+  tree[leaf] = tree[leaf].copy()
+  tree[leaf].flat[0] += 6e10
+  shutil.rmtree(item)
+  with ocp.StandardCheckpointer() as checkpointer:
+    checkpointer.save(item, tree)
+  older = {s: digest(silent / "checkpoints" / s) for s in ("2", "4")}
+  result = command(f"--resume={silent}")
+  notice = " ".join(line.strip() for line in result.stdout.splitlines()
+                    if line.startswith(("checkpoint step 6", "    train/", "restored step")))
+  kept = all(digest(silent / "checkpoints" / s) == d for s, d in older.items())
+  row("changed array data (a valid Orbax file)", "train --resume=silent", result, notice[:300],
+      f"checkpoints 2, 4 {'unchanged' if kept else 'CHANGED'}; 6 moved to "
+      "checkpoints_unreadable/")
 
   # 3. A checkpoint written with other network sizes, copied in as the newest step.
   wide = work / "wide"

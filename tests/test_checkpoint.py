@@ -110,7 +110,7 @@ class SaveRestoreTest(absltest.TestCase):
     # Flip 4 bytes in the middle of every array data file of the newest train state. The data
     # is zstd-compressed: a flip either breaks the frame (unreadable) or decompresses to other
     # numbers, which only the checksums can tell. Either way step 2 must not come back.
-    for victim in (newest / "train" / "ocdbt.process_0" / "d").iterdir():
+    for victim in (newest / "train").glob("**/d/*"):  # the item's and the process's data
       data = bytearray(victim.read_bytes())
       middle = len(data) // 2
       data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])

@@ -146,7 +146,7 @@ class RefusalTest(absltest.TestCase):
     shutil.copytree(self.run_dir, flipped)
     newest = checkpoint.directory(flipped) / "4"
     before = folder_digest(newest)
-    for victim in (newest / "train" / "ocdbt.process_0" / "d").iterdir():
+    for victim in (newest / "train").glob("**/d/*"):
       data = bytearray(victim.read_bytes())
       data[len(data) // 2] ^= 0xFF
       victim.write_bytes(bytes(data))
