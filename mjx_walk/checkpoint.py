@@ -37,6 +37,7 @@ import math
 import pathlib
 import re
 import sys
+import threading
 from typing import Any, Callable
 
 import jax
@@ -300,8 +301,9 @@ def _ignore_aborted_reads() -> None:
 
   When one file of a checkpoint cannot be read, Orbax closes its event loop while TensorStore
   still completes the item's other reads; each completion then fails to schedule its callback
-  and Python prints a traceback through `sys.unraisablehook`, dozens of them, after the error
-  was already reported with its step and path. Those, and only those, are dropped.
+  and Python prints a traceback through `sys.unraisablehook` (or `threading.excepthook`),
+  dozens of them, after the error was already reported with its step and path. Those, and only
+  those, are dropped.
   """
   previous = sys.unraisablehook
   if getattr(previous, "ignores_aborted_reads", False):
@@ -314,6 +316,14 @@ def _ignore_aborted_reads() -> None:
 
   hook.ignores_aborted_reads = True
   sys.unraisablehook = hook
+  previous_thread_hook = threading.excepthook
+
+  def thread_hook(args):
+    if not (isinstance(args.exc_value, RuntimeError)
+            and str(args.exc_value) == "Event loop is closed"):
+      previous_thread_hook(args)
+
+  threading.excepthook = thread_hook
 
 
 def _restore_items(run_dir: pathlib.Path | str, step: int, args: dict[str, Any]) -> Any:
