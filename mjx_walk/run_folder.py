@@ -213,12 +213,12 @@ class RunFolder:
     self.eval_dir.mkdir(parents=True, exist_ok=True)
     update = record["update"]
     text = json.dumps(record, indent=1)
+    result = (record.get("panel_hash"), json.loads(text).get("strata"))  # as a reload reads it
     for n in range(1, 1000):
       path = self.eval_path(update) if n == 1 else self.eval_dir / f"{update}.{n}.json"
       if path.exists():
         saved = json.loads(path.read_text())
-        if (saved.get("panel_hash"), saved.get("strata")) == (record.get("panel_hash"),
-                                                               json.loads(text).get("strata")):
+        if (saved.get("panel_hash"), saved.get("strata")) == result:
           return path
         continue
       try:
