@@ -28,7 +28,7 @@ from absl import flags
 import jax
 import jax.numpy as jnp
 import mujoco
-from mjx_walk._mjx import mjx
+from mjx_walk.sim._mjx import mjx
 import numpy as np
 
 SCENE = pathlib.Path(__file__).resolve().parent.parent / "robots" / "go2" / "scene.xml"

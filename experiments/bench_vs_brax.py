@@ -70,9 +70,9 @@ with contextlib.redirect_stdout(sys.stderr):
   from mujoco import mjx  # pylint: disable=g-import-not-at-top,unused-import
 
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import families
-from mjx_walk import trainer as trainer_lib
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+from mjx_walk.learn import trainer as trainer_lib
 
 
 _BRAX_PMAP_AXIS = "i"

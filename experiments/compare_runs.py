@@ -18,7 +18,7 @@ from absl import app
 from absl import flags
 from matplotlib.figure import Figure
 
-from mjx_walk import ledger
+from mjx_walk.run import ledger
 
 _OUT = flags.DEFINE_string("out", "runs/compare.png", "Where the PNG goes.")
 

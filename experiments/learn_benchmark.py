@@ -31,7 +31,7 @@ from absl import flags
 
 from mjx_walk import cli
 from mjx_walk import config as config_lib
-from mjx_walk import ledger
+from mjx_walk.run import ledger
 from mjx_walk import train
 
 # --config (a file, plus --config.<field> overrides) and --run_dir are the training CLI's own flags,

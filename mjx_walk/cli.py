@@ -1,4 +1,5 @@
-"""What every command-line entry point shares: refusing bad input, and a quiet start.
+"""What every command-line entry point shares: refusing bad input, a quiet start, and the flags
+more than one command reads.
 
 A refusal is one message on stderr, `error: <what is wrong and what would be accepted>`, with exit
 status 2 and neither a traceback nor the flag help: the message is the part a user needs. The
@@ -14,6 +15,14 @@ from typing import NoReturn
 
 from absl import flags
 from absl import logging
+
+# Flags more than one command reads are defined here, once: absl refuses a flag name defined twice
+# in one process, and the commands' `main` functions are imported side by side by the tests.
+RUN_DIR = flags.DEFINE_string(
+    "run_dir", None, "The run folder. train: the folder a new run writes into (default "
+    "runs/<UTC timestamp>); evaluate: the run to evaluate.")
+STEP = flags.DEFINE_integer(
+    "step", None, "Checkpoint step (an update number); default the newest intact checkpoint.")
 
 EXIT_REFUSED = 2
 """Exit status of a refused command (bad input; nothing was written)."""

@@ -16,8 +16,6 @@ import json
 import math
 from typing import Any
 
-from mjx_walk import robots
-
 ACTIVATIONS = ("elu", "relu", "tanh", "swish")
 
 
@@ -30,7 +28,8 @@ class EnvConfig:
   """The locomotion task."""
 
   robot: str = "go2"
-  """Robot name, a folder under robots/ registered in `mjx_walk.robots`."""
+  """Robot name, a folder under robots/ registered in `mjx_walk.sim.robots` (checked when the
+  robot is loaded, before anything is written or compiled)."""
   control_hz: float = 50.0
   """Policy rate in Hz. Must be a whole number of physics steps of the physics timestep."""
   physics_timestep: float = 0.005
@@ -460,8 +459,6 @@ def validate(config: TrainConfig) -> TrainConfig:
         f"it must be divisible by ppo.num_minibatches={ppo.num_minibatches}",
     )
 
-  if env.robot not in robots.known_robots():
-    _fail("env.robot", env.robot, f"known robots are {', '.join(robots.known_robots())}")
   _check_positive("env.control_hz", env.control_hz)
   _check_positive("env.episode_seconds", env.episode_seconds)
   _check_positive("env.action_clip", env.action_clip)

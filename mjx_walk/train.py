@@ -36,17 +36,18 @@ from absl import flags
 import jax
 from ml_collections import config_flags
 
-from mjx_walk import audit
-from mjx_walk import checkpoint
+from mjx_walk.run import checkpoint
 from mjx_walk import cli
 from mjx_walk import config as config_lib
-from mjx_walk import evaluate
-from mjx_walk import families
-from mjx_walk import ledger
-from mjx_walk import report
-from mjx_walk import robots
-from mjx_walk import run_folder
-from mjx_walk import trainer as trainer_lib
+from mjx_walk.analysis import panel
+from mjx_walk.sim import families
+from mjx_walk.run import ledger
+from mjx_walk.analysis import report
+from mjx_walk.analysis import traces as trace_files
+from mjx_walk.sim import robots
+from mjx_walk.run import run_folder
+from mjx_walk.learn import records as records_lib
+from mjx_walk.learn import trainer as trainer_lib
 
 _CONFIG = config_flags.DEFINE_config_dataclass(
     "config",
@@ -55,8 +56,6 @@ _CONFIG = config_flags.DEFINE_config_dataclass(
     "`--config.<field>=value` overrides any field, e.g. --config.ppo.learning_rate=3e-4.",
     parse_fn=config_lib.load_file,
 )
-_RUN_DIR = flags.DEFINE_string(
-    "run_dir", None, "Folder the run writes into. Default: runs/<UTC timestamp>.")
 _RESUME = flags.DEFINE_string(
     "resume", None,
     "Run folder to continue from its newest intact checkpoint, appending to its ledger. The "
@@ -79,7 +78,7 @@ def format_progress(env_steps: int, total: int, sps: float, record: dict[str, fl
   )
 
 
-def _evaluate(evaluator: evaluate.Evaluator, carry: trainer_lib.Carry,
+def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
               config: config_lib.TrainConfig, folder: run_folder.RunFolder, run_start: float,
               log: ledger.Ledger, videos: bool) -> dict:
   """Runs the held-out panel, appends the eval record, and writes eval/<update>.json; with
@@ -253,11 +252,11 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
   else:
     folder = run_folder.RunFolder.create(run_dir, config, manifest)
     carry, seconds_before = trainer.init(jax.random.key(config.seed)), 0.0
-  recipe = ledger.recipe(config, manifest)
+  recipe = records_lib.recipe(config, manifest)
   print(f"run folder: {folder.root}")
   print(ledger.format_recipe(recipe), flush=True)
 
-  evaluator = evaluate.make_evaluator(config, manifest, trainer.networks)
+  evaluator = panel.make_evaluator(config, manifest, trainer.networks)
   run_start = time.perf_counter() - seconds_before
   last_eval_time = time.perf_counter()
   total = config.num_chunks * config.env_steps_per_chunk
@@ -275,21 +274,21 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
       seconds = time.perf_counter() - start
       divergence = trainer_lib.first_divergence(metrics)
       sps = config.env_steps_per_chunk / seconds
-      records = ledger.update_records(
+      records = records_lib.update_records(
           metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
           wall_seconds=time.perf_counter() - run_start,
-          device_memory=ledger.current_device_memory())
+          device_memory=records_lib.current_device_memory())
       if divergence is not None:
         k, quantities = divergence
         for record in records[:k + 1]:
           log.write(record)
         saver.close()
         raise _diverged(folder, log, first_update + k + 1, quantities)
-      audit.write_traces(folder.root, metrics, first_update, config.audit.max_traces)
+      trace_files.write_early_ends(folder.root, metrics, first_update, config.audit.max_traces)
       for record in records:
         log.write(record)
       steps = trainer_lib.env_steps(carry.train, config)
-      line = format_progress(steps, total, sps, trainer_lib.summarize(metrics))
+      line = format_progress(steps, total, sps, records_lib.summarize(metrics))
       if chunk == first_chunk:
         line += f"  (includes compile: {seconds:.0f} s)"
       print(line, flush=True)
@@ -395,15 +394,15 @@ def main(argv: list[str]) -> None:
   cli.quiet_library_logs()
   if len(argv) > 1:
     cli.refuse(f"unexpected arguments: {argv[1:]}")
-  if _RESUME.value and _RUN_DIR.value:
+  if _RESUME.value and cli.RUN_DIR.value:
     cli.refuse("give --resume=<run folder> or --run_dir, not both")
   config = _CONFIG.value
   try:
     if _RESUME.value:
       config = resume_config(pathlib.Path(_RESUME.value), config, _overrides(),
                              flags.FLAGS["config"].present)
-    run(config, pathlib.Path(_RESUME.value or _RUN_DIR.value) if (
-        _RESUME.value or _RUN_DIR.value) else None, resume=bool(_RESUME.value))
+    run(config, pathlib.Path(_RESUME.value or cli.RUN_DIR.value) if (
+        _RESUME.value or cli.RUN_DIR.value) else None, resume=bool(_RESUME.value))
   except (ValueError, checkpoint.CheckpointError) as error:
     # Bad config values, robot files, run folders and checkpoints: refused before anything is
     # written or compiled (a resume's checkpoints are verified before the folder is touched).

@@ -12,11 +12,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mjx_walk import audit
+from mjx_walk.learn import audit
+from mjx_walk.analysis import flags as flags_lib
+from mjx_walk.analysis import traces as trace_files
+from mjx_walk.learn import records as records_lib
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import families
-from mjx_walk import run_folder
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+from mjx_walk.run import run_folder
 
 R = env_lib.ResetReason
 _ = False
@@ -218,23 +221,25 @@ class HostTest(absltest.TestCase):
     counts[0, 2, 3] = 1  # family 2: 1 body contact
     height = np.zeros((2, 18))
     height[0, 6], height[1, 6], height[1, 0] = 2, 1, 1
-    record = audit.summarize({"audit/resets_by_family": counts,
-                              "audit/fall_height_counts": height,
-                              "audit/fall_tilt_counts": np.ones((2, 18)),
-                              "reward/total": np.zeros(2)})
+    record = records_lib.summarize({"audit/resets_by_family": counts,
+                                    "audit/fall_height_counts": height,
+                                    "audit/fall_tilt_counts": np.ones((2, 18)),
+                                    "episode/count": np.array([3.0, 5.0]),
+                                    "episode/return_sum": np.zeros(2),
+                                    "episode/length_sum": np.zeros(2)})
     self.assertEqual(record["audit/resets_by_family"],
                      {"0": {"fall": 3}, "2": {"timeout": 4, "body_contact": 1}})
     self.assertEqual(record["audit/fall_height_counts"], [1] + [0] * 5 + [3] + [0] * 11)
     self.assertEqual(record["audit/fall_tilt_counts"], [2] * 18)
-    self.assertNotIn("reward/total", record)  # scalars are trainer.summarize's
+    self.assertEqual(record["episode/count"], 8.0)  # the scalars are reduced beside them
 
   def test_write_traces_until_the_folder_is_full(self):
     run_dir = pathlib.Path(self.create_tempdir().full_path)
     # K = 2 updates of S = 2 rows; update 11 has one valid trace, update 12 two.
     metrics = _trace_metrics(2, [[X, _], [X, X]])
-    paths = audit.write_traces(run_dir, metrics, first_update=10, max_traces=2)
+    paths = trace_files.write_early_ends(run_dir, metrics, first_update=10, max_traces=2)
     self.assertEqual([p.name for p in paths], ["11_0.npz", "12_0.npz"])  # 12_1 over the limit
-    trace = audit.load_trace(paths[1])
+    trace = trace_files.load_early_end(paths[1])
     self.assertEqual(int(trace["length"]), 1)
     np.testing.assert_array_equal(trace["qpos"], metrics["trace/qpos"][1, 0, :2])
     np.testing.assert_array_equal(trace["qvel"], -trace["qpos"])
@@ -243,11 +248,11 @@ class HostTest(absltest.TestCase):
     self.assertEqual((int(trace["reason"]), str(trace["reason_name"])),
                      (R.BODY_CONTACT, "body_contact"))
     # The folder is full: nothing new; an update redone after a resume overwrites its own file.
-    self.assertEqual(audit.write_traces(run_dir, metrics, first_update=20, max_traces=2), [])
-    again = audit.write_traces(run_dir, metrics, first_update=10, max_traces=2)
+    self.assertEqual(trace_files.write_early_ends(run_dir, metrics, first_update=20, max_traces=2), [])
+    again = trace_files.write_early_ends(run_dir, metrics, first_update=10, max_traces=2)
     self.assertEqual([p.name for p in again], ["11_0.npz", "12_0.npz"])
     self.assertEqual(len(list((run_dir / run_folder.TRACES).glob("*.npz"))), 2)
-    self.assertEqual(audit.write_traces(run_dir, {"reward/total": np.zeros(2)}, 0, 5), [])
+    self.assertEqual(trace_files.write_early_ends(run_dir, {"reward/total": np.zeros(2)}, 0, 5), [])
 
 
 def _update(update: int, **values) -> dict:
@@ -266,8 +271,8 @@ class FlagsTest(absltest.TestCase):
 
   def test_healthy_run_has_no_flags(self):
     records = [{"kind": "recipe"}] + [_update(u) for u in range(1, 9)] + [{"kind": "eval"}]
-    self.assertEqual(audit.flags(records, config_lib.default()), [])
-    self.assertEqual(audit.flags([], config_lib.default()), [])
+    self.assertEqual(flags_lib.flags(records, config_lib.default()), [])
+    self.assertEqual(flags_lib.flags([], config_lib.default()), [])
 
   def test_sentences(self):
     cfg = config_lib.default()  # min_event_count 200, early_end_steps 10, dominant_share 0.5
@@ -282,7 +287,7 @@ class FlagsTest(absltest.TestCase):
     records[4].update({"sync/max_reset_share": 0.41, "sync/mean_reset_share": 0.02})
     records[5].update({"sync/max_reset_share": 0.2, "sync/mean_reset_share": 0.01})
     records[2]["sync/min_effective_families"] = 12.34  # of 128 training families
-    self.assertEqual(audit.flags(records, cfg), [
+    self.assertEqual(flags_lib.flags(records, cfg), [
         "foot slips appeared only 37 times per batch, under the 200 threshold (mean over the "
         "last 2 updates)",
         "13% of episodes ended within 10 steps (early ends: 12 of 90 over the run; their traces "
@@ -297,7 +302,7 @@ class FlagsTest(absltest.TestCase):
 
   def test_dominant_term_with_improving_tracking_is_fine(self):
     records = [_update(u, **{"reward_share/feet_air_time": 0.7}) for u in range(1, 9)]
-    self.assertEqual(audit.flags(records, config_lib.default()), [])  # error falls each update
+    self.assertEqual(flags_lib.flags(records, config_lib.default()), [])  # error falls each update
 
 
 # TRACE REPLAY IN MJX
@@ -344,11 +349,11 @@ class ReplayTest(absltest.TestCase):
                for name in ("qpos", "qvel", "action", "family", "env", "reason", "length",
                             "first_step", "valid")}
     run_dir = pathlib.Path(self.create_tempdir().full_path)
-    paths = audit.write_traces(run_dir, metrics, first_update=0, max_traces=num_traces)
+    paths = trace_files.write_early_ends(run_dir, metrics, first_update=0, max_traces=num_traces)
     self.assertLen(paths, num_traces)
     train_params = manifest.train_params()
     for path in paths:
-      trace = audit.load_trace(path)
+      trace = trace_files.load_early_end(path)
       self.assertBetween(int(trace["length"]), 1, cfg.audit.early_end_steps)
       self.assertIn(str(trace["reason_name"]), ("fall", "body_contact", "joint_limit"))
       # The episode really ended: the last recorded trunk height is below the threshold, or
@@ -356,7 +361,7 @@ class ReplayTest(absltest.TestCase):
       if str(trace["reason_name"]) == "fall":
         self.assertLess(float(trace["qpos"][-1, 2]), cfg.env.fall_height + 1e-6)
       params = jax.tree.map(lambda x: x[int(trace["family"])], train_params)
-      replayed = audit.replay_trace(env, params, trace)
+      replayed = trace_files.replay_trace(env, params, trace)
       self.assertEqual(replayed.shape, trace["qpos"].shape)
       np.testing.assert_allclose(replayed, trace["qpos"], atol=1e-4, err_msg=str(path))
 

@@ -21,16 +21,16 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 
 import configs
-from mjx_walk import checkpoint
+from mjx_walk.run import checkpoint
 from mjx_walk import config as config_lib
-from mjx_walk import evaluate
-from mjx_walk import families
-from mjx_walk import ledger
-from mjx_walk import networks
-from mjx_walk import normalizer
-from mjx_walk import policy as policy_lib
+from mjx_walk.analysis import panel
+from mjx_walk.sim import families
+from mjx_walk.run import ledger
+from mjx_walk.learn import networks
+from mjx_walk.learn import normalizer
+from mjx_walk.run import policy as policy_lib
 from mjx_walk import train as train_lib
-from mjx_walk import trainer as trainer_lib
+from mjx_walk.learn import trainer as trainer_lib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -206,7 +206,7 @@ class SaveRestoreTest(absltest.TestCase):
   def test_evaluate_a_checkpoint(self):
     run_dir = pathlib.Path(self.create_tempdir().full_path)
     self._save_two(run_dir)
-    record, other, path = evaluate.evaluate_checkpoint(str(run_dir), None,
+    record, other, path = panel.evaluate_checkpoint(str(run_dir), None,
                                                        compare=str(run_dir))
     self.assertEqual(record["update"], 2)
     self.assertEqual(record["panel_hash"], self.trainer.manifest.panel_hash)
@@ -217,7 +217,7 @@ class SaveRestoreTest(absltest.TestCase):
     self.assertEqual(saved["strata"], record["strata"])
     # A second evaluation of the same policy keeps the file: same panel, same numbers.
     before = path.stat().st_mtime_ns
-    _, _, again = evaluate.evaluate_checkpoint(str(run_dir), 2)
+    _, _, again = panel.evaluate_checkpoint(str(run_dir), 2)
     self.assertEqual((again, again.stat().st_mtime_ns), (path, before))
 
 
@@ -286,7 +286,9 @@ def fake_carry(step: int, size: int) -> trainer_lib.Carry:
 _KILLED_SAVE = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[2])
-    from mjx_walk import checkpoint, config as config_lib, families
+    from mjx_walk import config as config_lib
+    from mjx_walk.run import checkpoint
+    from mjx_walk.sim import families
     from test_checkpoint import fake_carry
     cfg = config_lib.default()
     saver = checkpoint.Checkpointer(sys.argv[1], cfg, families.make_manifest(cfg))

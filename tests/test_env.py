@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import families
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
 
 NUM_ENVS = 4
 

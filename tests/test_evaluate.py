@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import evaluate
-from mjx_walk import families
-from mjx_walk import networks
-from mjx_walk import normalizer
+from mjx_walk.sim import env as env_lib
+from mjx_walk.analysis import panel
+from mjx_walk.sim import families
+from mjx_walk.learn import networks
+from mjx_walk.learn import normalizer
 
 R = env_lib.ResetReason
 
@@ -63,8 +63,8 @@ class AccumulateTest(chex.TestCase):
         _step([1.0, 2.0], [R.FALL, R.NONE], [0.3, 0.3], [0.4, 0.0]),
         _step([9.0, 2.0], [R.NONE, R.TIMEOUT], [9.0, 0.3], [9.0, 0.6]),
     ]
-    stats = evaluate.empty_stats(2)
-    accumulate = self.variant(evaluate.accumulate)
+    stats = panel.empty_stats(2)
+    accumulate = self.variant(panel.accumulate)
     for state in steps:
       stats = accumulate(stats, state)
     chex.assert_trees_all_equal(stats.alive, jnp.array([False, False]))
@@ -82,7 +82,7 @@ class SummarizeTest(absltest.TestCase):
     cfg.panel.strata = ("flat", "push")
     manifest = families.make_manifest(cfg)
     # 4 envs: env j is in eval family j % 2, so envs 0, 2 are `flat` and envs 1, 3 are `push`.
-    stats = evaluate.EpisodeStats(
+    stats = panel.EpisodeStats(
         alive=np.zeros(4, bool),
         length=np.array([10, 4, 10, 10], np.int32),
         reason=np.array([R.TIMEOUT, R.FALL, R.TIMEOUT, R.TIMEOUT], np.int32),
@@ -91,7 +91,7 @@ class SummarizeTest(absltest.TestCase):
         lin_vel_error_sum=np.array([1.0, 2.0, 3.0, 2.0]),
         yaw_rate_error_sum=np.array([1.0, 0.4, 1.0, 4.0]),
     )
-    result = evaluate.summarize(stats, manifest, cfg)
+    result = panel.summarize(stats, manifest, cfg)
     self.assertEqual(result["panel_hash"], manifest.panel_hash)
     flat, push = result["strata"]["flat"], result["strata"]["push"]
     # flat: both survive; env 2's lin error 0.3 >= 0.25 fails tracking -> 1 of 2 succeed.
@@ -125,7 +125,7 @@ class EvaluatorTest(absltest.TestCase):
     manifest = families.make_manifest(cfg)
     nets = networks.make_actor_critic(action_size=12, actor_hidden_sizes=(16,),
                                       critic_hidden_sizes=(16,), activation="elu", init_std=0.5)
-    evaluator = evaluate.make_evaluator(cfg, manifest, nets)
+    evaluator = panel.make_evaluator(cfg, manifest, nets)
     spec = evaluator.env.observation_spec()
     params = nets.init(jax.random.key(1), spec["policy"].shape[-1], spec["critic"].shape[-1])
     norm = normalizer.init(spec)

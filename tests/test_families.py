@@ -30,8 +30,8 @@ import numpy as np
 
 import configs
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import families
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
 
 NUM_ENVS = 4
 TRAIN_KEYS = ("spawn_yaw", "spawn_offset", "command_times", "commands", "friction",

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from mjx_walk import config as config_lib
-from mjx_walk import ledger
-from mjx_walk import trainer as trainer_lib
+from mjx_walk.run import ledger
+from mjx_walk.learn import records as records_lib
+from mjx_walk.learn import trainer as trainer_lib
 
 CHUNKS = 40
 
@@ -31,7 +32,7 @@ def _train(seed: int) -> list[dict[str, float]]:
   records = []
   for chunk in range(cfg.num_chunks):
     carry, metrics = trainer.train_chunk(carry)
-    records += ledger.update_records(
+    records += records_lib.update_records(
         jax.device_get(metrics), first_update=chunk * cfg.updates_per_chunk,
         batch_size=cfg.batch_size, sps=0.0, wall_seconds=0.0, device_memory=None)
   return records

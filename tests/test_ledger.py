@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from mjx_walk import config as config_lib
-from mjx_walk import ledger
+from mjx_walk.run import ledger
+from mjx_walk import ledger as ledger_cli
+from mjx_walk.learn import records as records_lib
 
 RECIPE_KEYS = (
     "kind", "num_envs", "unroll_length", "num_minibatches", "num_epochs", "control_hz",
@@ -72,8 +74,8 @@ def write_run(run_dir: pathlib.Path, panel_hash: str = "def", success: float = 0
   run_dir.mkdir(parents=True)
   cfg = big_config()
   with ledger.Ledger(run_dir / ledger.FILENAME) as book:
-    book.write(ledger.recipe(cfg, stand_in_manifest(panel_hash)))
-    for record in ledger.update_records(two_update_metrics(), first_update=0,
+    book.write(records_lib.recipe(cfg, stand_in_manifest(panel_hash)))
+    for record in records_lib.update_records(two_update_metrics(), first_update=0,
                                         batch_size=cfg.batch_size, sps=12345.0,
                                         wall_seconds=8.0, device_memory=None):
       book.write(record)
@@ -83,7 +85,7 @@ def write_run(run_dir: pathlib.Path, panel_hash: str = "def", success: float = 0
 
 
 def test_recipe_figures_for_4096_envs_24_steps_50_hz():
-  r = ledger.recipe(big_config(), stand_in_manifest())
+  r = records_lib.recipe(big_config(), stand_in_manifest())
   assert r["kind"] == "recipe"
   assert r["samples_per_update"] == 98304  # 4096 * 24
   assert r["seconds_per_env_per_update"] == pytest.approx(0.48)  # 24 / 50 Hz
@@ -100,7 +102,7 @@ def test_recipe_figures_for_4096_envs_24_steps_50_hz():
 def test_recipe_names_the_devices_jax_runs_on():
   # Catches a recipe that names the wrong backend or device count, on whatever machine the test
   # runs (CPU in CI, a GPU workstation): the reference is JAX's own device list.
-  r = ledger.recipe(big_config(), stand_in_manifest())
+  r = records_lib.recipe(big_config(), stand_in_manifest())
   devices = jax.devices()
   assert (r["platform"], r["device_count"], r["device_kind"]) == (
       devices[0].platform, len(devices), devices[0].device_kind)
@@ -124,22 +126,22 @@ def test_recipe_records_the_commit_and_dirty_state():
   # Catches a recipe whose git_commit is not the package's HEAD, or whose git_dirty does not say
   # whether the working tree has changes (in a git checkout); and one that reports some other
   # repository's state for a copy of the package outside a checkout (then both are None).
-  repo = pathlib.Path(ledger.__file__).resolve().parent.parent
+  repo = pathlib.Path(records_lib.__file__).resolve().parents[2]
   before = _git_reference(repo)
-  r = ledger.recipe(big_config(), stand_in_manifest())
+  r = records_lib.recipe(big_config(), stand_in_manifest())
   after = _git_reference(repo)  # a commit or edit in between must not fail the test
   assert (r["git_commit"], r["git_dirty"]) in (before, after)
 
 
 def test_recipe_has_every_key():
-  r = ledger.recipe(big_config(), stand_in_manifest())
+  r = records_lib.recipe(big_config(), stand_in_manifest())
   assert set(RECIPE_KEYS) <= set(r), set(RECIPE_KEYS) - set(r)
-  assert set(r["packages"]) == set(ledger.PACKAGES)
+  assert set(r["packages"]) == set(records_lib.PACKAGES)
   json.dumps(r, allow_nan=False)  # plain JSON as it stands
 
 
 def test_update_records_one_per_update():
-  records = ledger.update_records(two_update_metrics(), first_update=10, batch_size=96,
+  records = records_lib.update_records(two_update_metrics(), first_update=10, batch_size=96,
                                   sps=500.0, wall_seconds=3.0, device_memory=1024)
   assert len(records) == 2
   first, second = records
@@ -174,7 +176,7 @@ def test_update_records_hold_the_audits_as_json(tmp_path):
   metrics.update({"audit/resets_by_family": by_family, "audit/fall_height_counts": heights,
                   "audit/fall_tilt_counts": np.zeros((2, 18)),
                   "trace/valid": np.zeros((2, 2), bool), "trace/qpos": np.zeros((2, 2, 11, 19))})
-  first, second = ledger.update_records(metrics, first_update=0, batch_size=96, sps=1.0,
+  first, second = records_lib.update_records(metrics, first_update=0, batch_size=96, sps=1.0,
                                         wall_seconds=1.0, device_memory=None)
   assert first["audit/resets_by_family"] == {"1": {"fall": 1}, "2": {"timeout": 1}}
   assert first["audit/fall_height_counts"] == [0] * 6 + [1] + [0] * 11
@@ -188,7 +190,7 @@ def test_update_records_hold_the_audits_as_json(tmp_path):
 
 def test_ledger_round_trip(tmp_path):
   path = tmp_path / ledger.FILENAME
-  r = ledger.recipe(big_config(), stand_in_manifest())
+  r = records_lib.recipe(big_config(), stand_in_manifest())
   update = {"kind": "update", "update": 1, "env_steps": 96, "episode/return": 2.5,
             "perf/sps": np.float32(100.0)}
   evaluation = ledger.eval_record(eval_result(), update=1, env_steps=96, wall_seconds=1.5)
@@ -245,7 +247,7 @@ def test_format_eval_table():
 
 
 def test_format_recipe():
-  text = ledger.format_recipe(ledger.recipe(big_config(), stand_in_manifest()))
+  text = ledger.format_recipe(records_lib.recipe(big_config(), stand_in_manifest()))
   for piece in ("4096 envs x 24 steps = 98,304", "0.48 s", "1,966.1 robot-seconds",
                 "128 train (32 envs each)", "40 eval", "manifest   abc  panel def"):
     assert piece in text, piece
@@ -262,7 +264,7 @@ def test_format_comparison():
 
 def test_cli_shows_one_run(tmp_path, capsys):
   write_run(tmp_path / "a")
-  ledger.main(["prog", str(tmp_path / "a")])
+  ledger_cli.main(["prog", str(tmp_path / "a")])
   out = capsys.readouterr().out
   assert "98,304 samples/update" in out
   assert "last update 2: 196,608 env steps, return -, sps 12,345" in out
@@ -271,14 +273,14 @@ def test_cli_shows_one_run(tmp_path, capsys):
 
 def test_cli_without_evaluation(tmp_path, capsys):
   write_run(tmp_path / "a", with_eval=False)
-  ledger.main(["prog", str(tmp_path / "a")])
+  ledger_cli.main(["prog", str(tmp_path / "a")])
   assert "no evaluation yet" in capsys.readouterr().out
 
 
 def test_cli_compares_runs_on_the_same_panel(tmp_path, capsys):
   write_run(tmp_path / "a", success=0.5)
   write_run(tmp_path / "b", success=0.875)
-  ledger.main(["prog", str(tmp_path / "a"), str(tmp_path / "b")])
+  ledger_cli.main(["prog", str(tmp_path / "a"), str(tmp_path / "b")])
   out = capsys.readouterr().out
   assert str(tmp_path / "a") in out and str(tmp_path / "b") in out
   assert "+37.5%" in out
@@ -289,7 +291,7 @@ def test_cli_refuses_runs_on_different_panels(tmp_path, capsys):
   write_run(tmp_path / "a", panel_hash="panel111")
   write_run(tmp_path / "b", panel_hash="panel222")
   with pytest.raises(SystemExit) as exit_info:
-    ledger.main(["prog", str(tmp_path / "a"), str(tmp_path / "b")])
+    ledger_cli.main(["prog", str(tmp_path / "a"), str(tmp_path / "b")])
   assert exit_info.value.code == 1
   captured = capsys.readouterr()
   assert "panel111" in captured.err and "panel222" in captured.err
@@ -300,12 +302,12 @@ def test_cli_errors(tmp_path, capsys):
   # A wrong number of folders: one error line and status 2, not absl's flag help.
   for argv in (["prog"], ["prog", "a", "b", "c"]):
     with pytest.raises(SystemExit) as exit_info:
-      ledger.main(argv)
+      ledger_cli.main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: give one run folder, or two to compare; got ")
     assert len(err.splitlines()) == 1
   with pytest.raises(SystemExit) as exit_info:
-    ledger.main(["prog", str(tmp_path / "missing")])
+    ledger_cli.main(["prog", str(tmp_path / "missing")])
   assert exit_info.value.code == 1
   assert str(tmp_path / "missing") in capsys.readouterr().err

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest
 
-from mjx_walk import networks
+from mjx_walk.learn import networks
 
 _O, _P, _A = 7, 9, 4  # policy obs, critic obs, action widths
 _INIT_STD = 0.7

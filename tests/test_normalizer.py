@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl.testing import absltest
 
-from mjx_walk import normalizer
+from mjx_walk.learn import normalizer
 
 _O, _P = 5, 3  # policy and critic observation widths
 

@@ -11,8 +11,8 @@ import numpy as np
 import optax
 from absl.testing import absltest
 
-from mjx_walk import networks
-from mjx_walk import ppo
+from mjx_walk.learn import networks
+from mjx_walk.learn import ppo
 
 _GAMMA, _LAMBDA = 0.99, 0.95
 

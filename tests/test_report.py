@@ -16,15 +16,16 @@ import mujoco
 import numpy as np
 
 import configs
-from mjx_walk import checkpoint
+from mjx_walk.run import checkpoint
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import evaluate
-from mjx_walk import families
-from mjx_walk import ledger
-from mjx_walk import report
-from mjx_walk import robots
-from mjx_walk import run_folder
+from mjx_walk.learn import audit
+from mjx_walk.sim import env as env_lib
+from mjx_walk.analysis import panel
+from mjx_walk.sim import families
+from mjx_walk.run import ledger
+from mjx_walk.analysis import report
+from mjx_walk.sim import robots
+from mjx_walk.run import run_folder
 from mjx_walk import train as train_lib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -36,10 +37,6 @@ AUDIT_PLOTS = ("contact_events", "fall_histograms")
 def tiny_config() -> config_lib.TrainConfig:
   """Two chunks of 8 envs, 5-step episodes (so episodes end), a 5-env panel of 5-step episodes."""
   return configs.tiny(panel__every_chunks=1, checkpoint__every_chunks=1)
-
-
-def _audit_available() -> bool:
-  return report._audit_module() is not None  # pylint: disable=protected-access
 
 
 def _assert_png(test: absltest.TestCase, path: pathlib.Path) -> None:
@@ -85,7 +82,7 @@ class RunReportTest(absltest.TestCase):
   def test_every_plot_is_a_png_linked_from_the_report(self):
     names = [plot.name for plot in self.built.plots]
     self.assertEqual(names, list(ALWAYS_PLOTTED + AUDIT_PLOTS))
-    required = ALWAYS_PLOTTED + (AUDIT_PLOTS if _audit_available() else ())
+    required = ALWAYS_PLOTTED + AUDIT_PLOTS
     for plot in self.built.plots:
       if plot.name in required:
         self.assertIsNotNone(plot.path, f"{plot.name} skipped: {plot.note}")
@@ -102,8 +99,6 @@ class RunReportTest(absltest.TestCase):
     self.assertIn(ledger.format_recipe(recipe), self.text)
     self.assertIn(ledger.format_eval_table(evaluation), self.text)
     self.assertIn("## Audit flags", self.text)
-    if not _audit_available():
-      self.assertIn("Audits not available", self.text)
     manifest = run_folder.RunFolder(self.run_dir).read_manifest()
     self.assertIn(manifest.panel_hash, self.text)
     for family in manifest.eval_families:  # every held-out family's seed, by stratum
@@ -160,28 +155,20 @@ class ConstructedRecordsTest(absltest.TestCase):
 
   def test_contact_and_fall_plots(self):
     updates = []
-    bins = None
-    if _audit_available():
-      audit = report._audit_module()  # pylint: disable=protected-access
-      bins = (len(audit.FALL_HEIGHT_BINS) - 1, len(audit.FALL_TILT_BINS) - 1)
+    bins = (len(audit.FALL_HEIGHT_BINS) - 1, len(audit.FALL_TILT_BINS) - 1)
     for k in range(1, 6):
       record = {"kind": "update", "update": k, "env_steps": 100 * k,
                 "contact/touchdowns": 400.0 + k, "contact/liftoffs": 390.0,
                 "contact/slips": 37.0, "contact/stumbles": 0.0,
                 "contact/air_time_mean": 0.2}
-      if bins:
-        record["audit/fall_height_counts"] = [1] * bins[0]
-        record["audit/fall_tilt_counts"] = [2] * bins[1]
+      record["audit/fall_height_counts"] = [1] * bins[0]
+      record["audit/fall_tilt_counts"] = [2] * bins[1]
       updates.append(record)
     folder = pathlib.Path(self.create_tempdir().full_path)
     plot = report.plot_contact_events(updates, folder / "contact.png", min_count=200)
     _assert_png(self, plot.path)
     plot = report.plot_fall_histograms(updates, folder / "falls.png", config_lib.default())
-    if bins:
-      _assert_png(self, plot.path)
-    else:
-      self.assertIsNone(plot.path)
-      self.assertIn("audits not available", plot.note)
+    _assert_png(self, plot.path)
 
   def test_missing_figures_are_skipped_with_a_note(self):
     folder = pathlib.Path(self.create_tempdir().full_path)
@@ -276,7 +263,7 @@ class RenderTest(absltest.TestCase):
     qpos[:, :, 0] += np.linspace(0.0, 0.2, steps)
     command = np.zeros((2, steps, 3), np.float32)
     command[:, 4:] = (0.5, 0.0, 0.1)
-    traces = evaluate.EpisodeTraces(
+    traces = panel.EpisodeTraces(
         env_index=np.array([0, 1], np.int32), family_index=np.array([0, 1], np.int32),
         qpos=qpos.astype(np.float32).reshape(2, steps, nq), command=command,
         length=np.array([9, 4], np.int32),

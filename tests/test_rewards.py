@@ -5,7 +5,7 @@ import chex
 import jax.numpy as jnp
 import numpy as np
 
-from mjx_walk import rewards
+from mjx_walk.sim import rewards
 
 
 class RewardTermsTest(chex.TestCase):

@@ -11,7 +11,7 @@ from mujoco import mjx
 import numpy as np
 import pytest
 
-from mjx_walk import robots
+from mjx_walk.sim import robots
 
 LEGS = ("FR", "FL", "RR", "RL")
 SEGMENT = 0.213  # Go2 thigh and calf length, m
@@ -123,7 +123,7 @@ def test_only_floor_contacts(go2: robots.Robot):
 
 
 def test_unknown_robot_lists_known_robots():
-  with pytest.raises(robots.RobotError, match=r"unknown robot 'nope'; known robots: go2"):
+  with pytest.raises(robots.RobotError, match=r"config\.env\.robot='nope' is invalid: known robots are go2\."):
     robots.load("nope")
   assert robots.known_robots() == ("go2",)
 

@@ -8,8 +8,8 @@ import pathlib
 from absl.testing import absltest
 
 import configs
-from mjx_walk import families
-from mjx_walk import run_folder
+from mjx_walk.sim import families
+from mjx_walk.run import run_folder
 
 
 class CreateTest(absltest.TestCase):

@@ -16,11 +16,11 @@ import jax
 import numpy as np
 
 import configs
-from mjx_walk import checkpoint
-from mjx_walk import ledger
-from mjx_walk import robots
+from mjx_walk.run import checkpoint
+from mjx_walk.run import ledger
+from mjx_walk.sim import robots
 from mjx_walk import train as train_lib
-from mjx_walk import trainer as trainer_lib
+from mjx_walk.learn import trainer as trainer_lib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -97,7 +97,7 @@ class RefusalTest(absltest.TestCase):
     go2 = robots_dir / "go2" / "go2.xml"
     go2.write_text(go2.read_text().replace("</mujoco>", ""))  # an unclosed root element
     target = self.root / "never-mjcf"
-    script = ("import sys; from absl import app; from mjx_walk import robots, train; "
+    script = ("import sys; from absl import app; from mjx_walk import train; from mjx_walk.sim import robots; "
               f"robots.ROBOTS_DIR = __import__('pathlib').Path({str(robots_dir)!r}); "
               "app.run(train.main)")
     result = subprocess.run([sys.executable, "-c", script, f"--run_dir={target}", *TINY_FLAGS],

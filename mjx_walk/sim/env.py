@@ -32,10 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk._mjx import mjx
-from mjx_walk import families
-from mjx_walk import rewards
-from mjx_walk import robots
+from mjx_walk.sim._mjx import mjx
+from mjx_walk.sim import families
+from mjx_walk.sim import rewards
+from mjx_walk.sim import robots
 
 Observation = dict[str, jax.Array]  # {"policy": [O], "critic": [P]}
 

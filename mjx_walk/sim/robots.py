@@ -18,7 +18,7 @@ import pathlib
 import mujoco
 import numpy as np
 
-ROBOTS_DIR: pathlib.Path = pathlib.Path(__file__).resolve().parent.parent / "robots"
+ROBOTS_DIR: pathlib.Path = pathlib.Path(__file__).resolve().parents[2] / "robots"
 """Root of the robot assets; `RobotSpec.scene_file` is relative to it."""
 
 
@@ -160,7 +160,8 @@ def load(name: str) -> Robot:
       or an MJCF that disagrees with the spec (gains, limits, contacts).
   """
   if name not in ROBOT_SPECS:
-    raise RobotError(f"unknown robot {name!r}; known robots: {', '.join(known_robots())}")
+    raise RobotError(f"config.env.robot={name!r} is invalid: known robots are "
+                     f"{', '.join(known_robots())}.")
   spec = ROBOT_SPECS[name]
   path = ROBOTS_DIR / spec.scene_file
   model = load_mjcf(path)

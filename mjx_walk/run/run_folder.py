@@ -32,7 +32,7 @@ import pathlib
 from typing import Any
 
 from mjx_walk import config as config_lib
-from mjx_walk import families
+from mjx_walk.sim import families
 
 CONFIG = "config.json"
 MANIFEST = "manifest.json"

@@ -38,7 +38,7 @@ import pathlib
 import re
 import sys
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -46,9 +46,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from mjx_walk import config as config_lib
-from mjx_walk import families
-from mjx_walk import run_folder
-from mjx_walk import trainer as trainer_lib
+from mjx_walk.sim import families
+from mjx_walk.run import run_folder
+
+if TYPE_CHECKING:  # the trainer is not imported at run time: `policy.load` reads checkpoints
+  from mjx_walk.learn import trainer as trainer_lib
 
 _ARRAY_ITEMS = ("train", "env", "policy")
 _ITEMS = (*_ARRAY_ITEMS, "manifest", "config", "progress", "contents")
@@ -402,7 +404,7 @@ def _verified(run_dir, step, abstract_carry, config, manifest) -> Restored:
   if saved_manifest.hash != manifest.hash:
     raise _Unusable(f"its manifest (hash {saved_manifest.hash}) is not this run's (hash "
                     f"{manifest.hash}); the run cannot continue on other families")
-  carry = trainer_lib.Carry(
+  carry = abstract_carry.replace(
       train=_verified_item(run_dir, step, "train", abstract_carry.train, contents),
       env=_verified_item(run_dir, step, "env", abstract_carry.env, contents))
   return Restored(carry=carry, manifest=saved_manifest, config=saved_config, step=step,

@@ -18,13 +18,13 @@ from typing import Any, Callable
 
 import jax
 
-from mjx_walk import checkpoint
+from mjx_walk.run import checkpoint
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import families
-from mjx_walk import networks
-from mjx_walk import normalizer
-from mjx_walk import run_folder
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+from mjx_walk.learn import networks
+from mjx_walk.learn import normalizer
+from mjx_walk.run import run_folder
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Batch audits: when a massively parallel run fails, did the policy fail, or did the batch lie?
 
-This module owns the audits of each PPO update's [T, N] rollout and the plain-words flags drawn
-from them. Each audit is a pure function of arrays; the trainer calls them inside the jitted chunk
+This module owns the audits of each PPO update's [T, N] rollout. Each audit is a pure function
+of arrays; the trainer calls them inside the jitted chunk
 (no host round-trip) and they come out with the chunk's stacked metrics. The host only formats.
 
   termination  reset reasons per family ([F, R] counts), trunk height and tilt at every `fall`
@@ -31,16 +31,14 @@ A foot's horizontal speed is the displacement of its sphere's centre over the co
 divided by the control period (`LocomotionEnv` keeps the previous foot positions in
 `TaskState.foot_xy`), so it is a mean over the step, not an instantaneous velocity.
 
-Host functions: `summarize` (the non-scalar audit metrics as JSON for the ledger),
-`write_traces` / `load_trace` / `replay_trace` (early-end traces in `traces/` of a run folder,
-re-simulated in MJX), and `flags` (plain-words warnings from the ledger's update records).
+On the host, `mjx_walk.learn.records` writes these into the update records,
+`mjx_walk.analysis.traces` writes and replays the early-end traces, and `mjx_walk.analysis.flags`
+turns the records into warnings in plain words.
 """
 
 from __future__ import annotations
 
-import functools
-import pathlib
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import chex
 import flax.struct
@@ -49,9 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import families
-from mjx_walk import run_folder
+from mjx_walk.sim import env as env_lib
 
 Metrics = dict[str, jax.Array]
 
@@ -63,22 +59,6 @@ FALL_TILT_BINS: np.ndarray = np.arange(0.0, 180.0 + 1e-9, 10.0)
 of 10 degrees from 0 (level) to 180 (upside down)."""
 REASON_NAMES: tuple[str, ...] = env_lib.REASON_NAMES
 """Columns of the per-family reset histogram: every `ResetReason` but NONE, in code order."""
-CONTACT_EVENTS: tuple[tuple[str, str], ...] = (
-    ("contact/slips", "foot slips"),
-    ("contact/stumbles", "stumbles"),
-    ("contact/touchdowns", "touchdowns"),
-    ("contact/liftoffs", "lift-offs"),
-)
-"""The counted contact events that `flags` checks against `audit.min_event_count`."""
-SYNC_FLAG_SHARE = 0.1
-"""`flags` reports a reset burst when more than this share of envs reset in one step ..."""
-SYNC_FLAG_RATIO = 10.0
-"""... and that share is this many times the update's mean share of envs resetting per step."""
-MIN_EFFECTIVE_FAMILY_SHARE = 0.5
-"""`flags` reports minibatches spanning fewer effective families than this share of the
-training families."""
-
-
 # IN THE JIT: PURE REDUCTIONS OF ONE UPDATE'S ROLLOUT
 
 
@@ -348,225 +328,3 @@ def rollout_metrics(signals: Mapping[str, jax.Array], reset_reason: jax.Array, d
   metrics["sync/max_reset_share"], metrics["sync/mean_reset_share"] = reset_sync(done)
   return metrics
 
-
-# ON THE HOST
-
-
-def summarize(metrics: Mapping[str, np.ndarray]) -> dict[str, Any]:
-  """The non-scalar audit metrics of K updates, summed over them, as JSON-ready values.
-
-  Args:
-    metrics: a chunk's (or one update's) stacked metrics on the host, leaves [K, ...].
-
-  Returns:
-    `audit/resets_by_family`: {"<family index>": {"<reason>": count}}, non-zero counts only;
-    `audit/fall_height_counts` and `audit/fall_tilt_counts`: lists of int counts over the bins
-    `FALL_HEIGHT_BINS` and `FALL_TILT_BINS`.
-  """
-  record: dict[str, Any] = {}
-  if "audit/resets_by_family" in metrics:
-    counts = np.sum(np.asarray(metrics["audit/resets_by_family"]), axis=0)  # [F, R]
-    record["audit/resets_by_family"] = {
-        str(f): {REASON_NAMES[r]: int(round(counts[f, r])) for r in np.flatnonzero(counts[f])}
-        for f in np.flatnonzero(counts.sum(axis=1))}
-  for key in ("audit/fall_height_counts", "audit/fall_tilt_counts"):
-    if key in metrics:
-      record[key] = [int(round(c)) for c in np.sum(np.asarray(metrics[key]), axis=0)]
-  return record
-
-
-def write_traces(run_dir: pathlib.Path | str, metrics_chunk: Mapping[str, np.ndarray],
-                 first_update: int, max_traces: int) -> list[pathlib.Path]:
-  """Writes a chunk's early-end traces to `<run_dir>/traces/<update>_<i>.npz`.
-
-  Each file holds `qpos` [length + 1, nq], `qvel` [length + 1, nv], `action` [length, A],
-  `family`, `env`, `reason` (a `ResetReason` code), `reason_name`, `length`, `first_step` and
-  `update`. Files are written until the folder holds `max_traces` of them; a file of the same
-  name (an update redone after a resume) is overwritten.
-
-  Args:
-    run_dir: the run folder.
-    metrics_chunk: the chunk's metrics on the host; the `trace/...` leaves [K, S, ...].
-    first_update: updates done before this chunk (update k of the chunk is first_update + k + 1).
-    max_traces: the most trace files the folder may hold.
-
-  Returns:
-    The paths written, in order.
-  """
-  if "trace/valid" not in metrics_chunk:
-    return []
-  folder = run_folder.RunFolder(pathlib.Path(run_dir)).traces_dir
-  existing = len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
-  valid = np.asarray(metrics_chunk["trace/valid"])  # [K, S]
-  written = []
-  for k, i in zip(*np.nonzero(valid)):
-    update = first_update + int(k) + 1
-    path = folder / f"{update}_{i}.npz"
-    if not path.exists():
-      if existing >= max_traces:
-        break
-      existing += 1
-    get = lambda name: np.asarray(metrics_chunk[f"trace/{name}"][k, i])
-    length = int(get("length"))
-    folder.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as file:
-      np.savez(file, qpos=get("qpos")[:length + 1], qvel=get("qvel")[:length + 1],
-               action=get("action")[:length], family=get("family"), env=get("env"),
-               reason=get("reason"),
-               reason_name=np.str_(env_lib.ResetReason(int(get("reason"))).name.lower()),
-               length=np.int32(length), first_step=get("first_step"), update=np.int32(update))
-    written.append(path)
-  return written
-
-
-def load_trace(path: pathlib.Path | str) -> dict[str, np.ndarray]:
-  """One trace file written by `write_traces`, as a dict of arrays."""
-  with np.load(path) as data:
-    return {name: data[name] for name in data.files}
-
-
-@functools.lru_cache(maxsize=4)
-def _replayer(env: env_lib.LocomotionEnv):
-  """Jitted replay of `env.trace_steps` steps from a recorded first state (one compile per env)."""
-
-  def replay(family: families.FamilyParams, qpos: jax.Array, qvel: jax.Array,
-             first_step: jax.Array, actions: jax.Array) -> jax.Array:
-    state = env.reset(jax.random.key(0), family)
-    # The reset's own draw (joint noise, velocity noise) is replaced by the recorded state; the
-    # physics reads nothing else of the reset data (mjx.step recomputes every derived field).
-    state = state.replace(data=state.data.replace(qpos=qpos, qvel=qvel),
-                          task=state.task.replace(step=first_step))
-
-    def body(state, action):
-      state = env.step(state, action)
-      # The state the step ended in, before any auto-reset, as the env traced it.
-      last = jnp.minimum(state.trace.length, env.trace_steps)
-      return state, state.trace.qpos[last]
-
-    _, stepped = jax.lax.scan(body, state, actions)  # [L, nq]
-    return jnp.concatenate([qpos[None], stepped])  # [L + 1, nq]
-
-  return jax.jit(replay)
-
-
-def replay_trace(env: env_lib.LocomotionEnv, family_params: families.FamilyParams,
-                 trace: Mapping[str, Any]) -> np.ndarray:
-  """Re-simulates a recorded early end in MJX: the recorded actions from its first state.
-
-  Args:
-    env: an env built from the run's config.
-    family_params: the trace's family draw, one family without a leading axis (e.g. row
-      `trace["family"]` of `manifest.train_params()`).
-    trace: a dict as written by `write_traces` (`load_trace`): qpos, qvel, action, length and
-      first_step.
-
-  Returns:
-    float32 [length + 1, nq]: the replayed qpos, row 0 the recorded first state; compare with
-    `trace["qpos"]`.
-  """
-  length = int(trace["length"])
-  steps = env.trace_steps
-  if not 0 < length <= steps:
-    raise ValueError(f"trace length {length} is outside 1 .. audit.early_end_steps={steps}")
-  actions = np.zeros((steps, env.action_size), np.float32)
-  actions[:length] = np.asarray(trace["action"])[:length]
-  qpos = _replayer(env)(family_params, jnp.asarray(trace["qpos"][0], jnp.float32),
-                        jnp.asarray(trace["qvel"][0], jnp.float32),
-                        jnp.asarray(int(trace.get("first_step", 0)), jnp.int32),
-                        jnp.asarray(actions))
-  return np.asarray(qpos)[:length + 1]
-
-
-def _percent(share: float) -> str:
-  """12%, 2.5%, 0.31%: enough digits to be non-zero."""
-  if share >= 0.1 or share == 0:
-    return f"{share:.0%}"
-  return f"{share:.1%}" if share >= 0.01 else f"{share * 100:.2g}%"
-
-
-def _mean(records: Sequence[Mapping[str, Any]], key: str) -> float | None:
-  values = [r[key] for r in records if r.get(key) is not None]
-  return float(np.mean(values)) if values else None
-
-
-def flags(records: list[dict], config: config_lib.TrainConfig) -> list[str]:
-  """Audit warnings in plain words, from a run's ledger records.
-
-  Levels (contact-event counts, reward shares) are judged over the recent window: the last
-  quarter of the update records, at least one. Events (early ends, reset bursts, thin
-  minibatches) are judged over the whole run.
-    * a contact event (`CONTACT_EVENTS`) counted fewer than `audit.min_event_count` times per
-      batch on average over the window;
-    * any early end: the share of episodes that terminated within `audit.early_end_steps`;
-    * a reward term other than tracking holding more than `audit.dominant_share` of the
-      absolute reward over the window while the xy velocity tracking error did not fall from the
-      window's first half to its second (needs two updates or more);
-    * an update in which more than `SYNC_FLAG_SHARE` of the envs reset in the same step, and that
-      is `SYNC_FLAG_RATIO` times the update's mean per-step share (the worst one is named);
-    * a minibatch spanning fewer than `MIN_EFFECTIVE_FAMILY_SHARE` x num_train_families
-      effective families.
-
-  Args:
-    records: ledger records as read back (`ledger.read_run`); only `kind="update"` ones are used
-      (records without a kind count as updates).
-    config: the run's configuration (thresholds in `config.audit`).
-
-  Returns:
-    One sentence per flag; empty when nothing is wrong or there are no update records.
-  """
-  updates = [r for r in records if r.get("kind", "update") == "update"]
-  if not updates:
-    return []
-  audit = config.audit
-  window = updates[-max(1, len(updates) // 4):]
-  span = f"the last {len(window)} updates" if len(window) > 1 else "the last update"
-  over = f"mean over {span}" if len(window) > 1 else "in the last update"
-  out = []
-
-  for key, label in CONTACT_EVENTS:
-    count = _mean(window, key)
-    if count is not None and count < audit.min_event_count:
-      out.append(f"{label} appeared only {count:.0f} times per batch, under the "
-                 f"{audit.min_event_count} threshold ({over})")
-
-  early = sum(r.get("audit/early_ends") or 0.0 for r in updates)
-  episodes = sum(r.get("episode/count") or 0.0 for r in updates)
-  if early > 0 and episodes > 0:
-    out.append(f"{_percent(early / episodes)} of episodes ended within {audit.early_end_steps} "
-               f"steps (early ends: {early:.0f} of {episodes:.0f} over the run; their traces "
-               f"are in {run_folder.TRACES}/)")
-
-  half = len(window) // 2
-  if half:
-    before = _mean(window[:half], "tracking/lin_vel_error")
-    after = _mean(window[half:], "tracking/lin_vel_error")
-    if before is not None and after is not None and after >= before:
-      terms = sorted({k for r in window for k in r if k.startswith("reward_share/")})
-      for key in terms:
-        term = key[len("reward_share/"):]
-        share = _mean(window, key)
-        if term.startswith("tracking") or share is None or share <= audit.dominant_share:
-          continue
-        out.append(f"reward term {term} holds {share:.0%} of the absolute reward while tracking "
-                   f"did not improve over {span} (xy velocity error {before:.2f} -> "
-                   f"{after:.2f} m/s)")
-
-  bursts = [r for r in updates if r.get("sync/max_reset_share") is not None
-            and r["sync/max_reset_share"] > SYNC_FLAG_SHARE
-            and r["sync/max_reset_share"] > SYNC_FLAG_RATIO * (r.get("sync/mean_reset_share") or 0)]
-  if bursts:
-    worst = max(bursts, key=lambda r: r["sync/max_reset_share"])
-    more = f"; {len(bursts)} updates had such a burst" if len(bursts) > 1 else ""
-    out.append(f"{_percent(worst['sync/max_reset_share'])} of envs reset in the same step at "
-               f"update {worst.get('update', '?')} (on average "
-               f"{_percent(worst.get('sync/mean_reset_share') or 0.0)} per step{more})")
-
-  num_families = config.families.num_train_families
-  thin = [r for r in updates if r.get("sync/min_effective_families") is not None]
-  if thin:
-    worst = min(thin, key=lambda r: r["sync/min_effective_families"])
-    if worst["sync/min_effective_families"] < MIN_EFFECTIVE_FAMILY_SHARE * num_families:
-      out.append(f"a minibatch spanned only {worst['sync/min_effective_families']:.1f} effective "
-                 f"families (inverse Simpson index) of {num_families} at update "
-                 f"{worst.get('update', '?')}")
-  return out

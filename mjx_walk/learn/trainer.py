@@ -37,13 +37,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mjx_walk import audit
+from mjx_walk.learn import audit
 from mjx_walk import config as config_lib
-from mjx_walk import env as env_lib
-from mjx_walk import families
-from mjx_walk import networks
-from mjx_walk import normalizer
-from mjx_walk import ppo
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+from mjx_walk.learn import networks
+from mjx_walk.learn import normalizer
+from mjx_walk.learn import ppo
 
 Metrics = dict[str, jax.Array]
 
@@ -431,45 +431,6 @@ def _update_metrics(
   metrics["value/mean"] = jnp.mean(traj.value)
   metrics["loss/explained_variance"] = ppo.explained_variance(traj.value, returns)
   return metrics
-
-
-def summarize(metrics: dict[str, np.ndarray]) -> dict[str, float]:
-  """Host-side reduction of one chunk's stacked scalar metrics (leaves [K]) to one record.
-
-  Episode statistics are pooled over every episode that ended in the chunk; the reset-reason
-  shares are fractions of those episode ends, and so is `audit/early_end_share`. Swing times
-  are pooled over the chunk's touchdowns (`contact/air_time_mean`; the 90th percentile is the
-  mean over updates that had any); both are NaN without touchdowns. Keys with `/min_` take the
-  minimum over the K updates and keys with `/max_` the maximum; everything else is the mean.
-  The `trace/...` metrics and the non-scalar audits ([K, ...] leaves; see `audit.summarize`)
-  are left out.
-  """
-  record = {}
-  count = float(np.sum(metrics["episode/count"]))
-  for key, value in metrics.items():
-    value = np.asarray(value)
-    if (key.endswith("_sum") or key == "episode/count" or key.startswith(("reset/", "trace/"))
-        or value.ndim > 1 or key == "contact/air_time_p90"):
-      continue
-    reduce = np.min if "/min_" in key else np.max if "/max_" in key else np.mean
-    record[key] = float(reduce(value))
-  if "contact/touchdowns" in metrics:
-    touchdowns = np.asarray(metrics["contact/touchdowns"])  # [K]
-    swings = float(np.sum(touchdowns))
-    record["contact/air_time_mean"] = (
-        float(np.sum(metrics["contact/air_time_sum"]) / swings) if swings else float("nan"))
-    p90 = np.asarray(metrics["contact/air_time_p90"])[touchdowns > 0]
-    record["contact/air_time_p90"] = float(np.mean(p90)) if p90.size else float("nan")
-  if "audit/early_ends" in metrics:
-    record["audit/early_end_share"] = (
-        float(np.sum(metrics["audit/early_ends"]) / count) if count else float("nan"))
-  record["episode/count"] = count
-  record["episode/return"] = float(np.sum(metrics["episode/return_sum"]) / count) if count else float("nan")
-  record["episode/length"] = float(np.sum(metrics["episode/length_sum"]) / count) if count else float("nan")
-  for key, value in metrics.items():
-    if key.startswith("reset/"):
-      record[key] = float(np.sum(value) / count) if count else 0.0
-  return record
 
 
 def env_steps(train: TrainState, config: config_lib.TrainConfig) -> int:

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from mjx_walk import networks as networks_lib
+from mjx_walk.learn import networks as networks_lib
 
 _INJECT_STATE_TYPES = (optax.InjectStatefulHyperparamsState, optax.InjectHyperparamsState)
 

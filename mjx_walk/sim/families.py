@@ -42,8 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk._mjx import mjx
-from mjx_walk import robots
+from mjx_walk.sim._mjx import mjx
+from mjx_walk.sim import robots
 
 TRAIN_SEED_SPACE = (0, 2**31)
 EVAL_SEED_SPACE = (2**31, 2**32)

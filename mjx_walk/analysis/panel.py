@@ -1,0 +1,307 @@
+"""Deterministic evaluation of a policy on the held-out panel, and its per-stratum metrics.
+
+The panel is the manifest's evaluation families: `families_per_stratum` families for each stratum
+(`flat`, `slope`, `push`, `payload`, `friction`), `envs_per_family` envs each, env j in family
+j % E. Every env plays exactly one episode of `panel.episode_seconds` with the policy's mean action
+and noise-free observations, from reset keys fixed by the panel seed, so the same parameters give
+the same numbers. One jitted pass collects everything; `summarize` reduces it per stratum on the
+host.
+
+The same pass also records `EpisodeTraces` of one env per stratum (the first env of the stratum's
+first family): its qpos and command at every control step and how its episode ended, enough to
+render a video of it (`mjx_walk.report`). They are a few hundred kilobytes and cost no extra
+compile: `Evaluator.__call__` and `Evaluator.run_with_traces` run the same jitted function.
+
+Per stratum:
+  success_rate     share of episodes that did not terminate (no fall, body contact, joint limit or
+                   non-finite state) AND whose mean tracking errors are below
+                   `panel.success_lin_vel_error` and `panel.success_yaw_rate_error`
+  fall_rate        share of episodes that ended in any termination (the breakdown is in `reset`)
+  episode_length   mean control steps per episode (a full episode is episode_seconds * control_hz)
+  lin_vel_error    mean over episodes of the per-step mean |v_xy - command_xy|, m/s
+  yaw_rate_error   mean over episodes of the per-step mean |yaw rate - command|, rad/s
+  return           mean episode return
+  reset            how many episodes ended for each reset reason (`timeout` = survived)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+from mjx_walk.learn import networks
+from mjx_walk.learn import normalizer
+from mjx_walk.run import ledger
+from mjx_walk.run import policy as policy_lib
+from mjx_walk.run import run_folder
+
+
+PANELS = ("heldout",)
+"""Panels a checkpoint can be evaluated on: the run's held-out families from its manifest."""
+
+
+@flax.struct.dataclass
+class EpisodeStats:
+  """One evaluation episode per env, accumulated step by step. Leaves [N] once batched."""
+
+  alive: jax.Array
+  """bool: the episode has not ended yet."""
+  length: jax.Array
+  """int32: control steps taken, including the one that ended the episode."""
+  reason: jax.Array
+  """int32: `ResetReason` that ended the episode (NONE while alive)."""
+  episode_return: jax.Array
+  lin_vel_error_sum: jax.Array
+  """Sum over the episode's steps of the xy velocity error, m/s."""
+  yaw_rate_error_sum: jax.Array
+
+
+def empty_stats(num_envs: int) -> EpisodeStats:
+  zeros = jnp.zeros((num_envs,))
+  return EpisodeStats(
+      alive=jnp.ones((num_envs,), bool),
+      length=jnp.zeros((num_envs,), jnp.int32),
+      reason=jnp.zeros((num_envs,), jnp.int32),
+      episode_return=zeros,
+      lin_vel_error_sum=zeros,
+      yaw_rate_error_sum=zeros,
+  )
+
+
+def accumulate(stats: EpisodeStats, state: env_lib.EnvState) -> EpisodeStats:
+  """Adds one step to every episode still alive; the step that ends an episode counts.
+
+  Args:
+    stats: leaves [N].
+    state: the batched env state returned by the step, leaves [N, ...].
+  """
+  live = stats.alive
+  done = state.terminated | state.truncated  # [N]
+  return EpisodeStats(
+      alive=live & ~done,
+      length=stats.length + live.astype(jnp.int32),
+      reason=jnp.where(live & done, state.reset_reason, stats.reason),
+      episode_return=stats.episode_return + jnp.where(live, state.reward, 0.0),
+      lin_vel_error_sum=stats.lin_vel_error_sum + jnp.where(
+          live, state.metrics["tracking/lin_vel_error"], 0.0),
+      yaw_rate_error_sum=stats.yaw_rate_error_sum + jnp.where(
+          live, state.metrics["tracking/yaw_rate_error"], 0.0),
+  )
+
+
+@flax.struct.dataclass
+class EpisodeTraces:
+  """What one env per stratum did in an evaluation, for replay. Host NumPy after `device_get`.
+
+  S is the number of strata, T = the panel's episode steps. Row s follows env `env_index[s]`, the
+  first env of stratum s. `qpos[s, t]` is the state the policy acted on at control step t
+  (t = 0 is the reset state), so steps 0 .. length[s] - 1 are the episode; the state the episode
+  ended in is not kept (the env's auto-reset replaces it), and rows past the end belong to the
+  next episode, which is not the evaluated one.
+  """
+
+  env_index: jax.Array
+  """int32 [S]: the traced env of each stratum, in panel order."""
+  family_index: jax.Array
+  """int32 [S]: its evaluation family (env_index % E)."""
+  qpos: jax.Array
+  """float32 [S, T, nq]: the state at the start of each control step."""
+  command: jax.Array
+  """float32 [S, T, 3]: (vx m/s, vy m/s, yaw rate rad/s) the policy was given at each step."""
+  length: jax.Array
+  """int32 [S]: control steps in the episode, including the one that ended it."""
+  reason: jax.Array
+  """int32 [S]: the `ResetReason` that ended it."""
+  episode_return: jax.Array
+  """float32 [S]."""
+  gravity: jax.Array
+  """float32 [S, 3]: the family's world-frame gravity (tilted on a slope), m/s^2."""
+
+
+def trace_env_indices(panel: config_lib.PanelConfig) -> np.ndarray:
+  """The env traced in each stratum: the first env of the stratum's first family. int [S].
+
+  Env j is in evaluation family j % E and families are stratum-major, so the first family of
+  stratum s is family s * families_per_stratum, and the env with that same index is its first env.
+  """
+  return np.arange(len(panel.strata)) * panel.families_per_stratum
+
+
+def panel_config(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
+  """The config the panel's env runs: the panel's episode length and noise-free observations."""
+  env = dataclasses.replace(
+      config.env, episode_seconds=config.panel.episode_seconds, obs_noise_scale=0.0)
+  return dataclasses.replace(config, env=env)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluator:
+  """The panel's env and its jitted one-pass evaluation."""
+
+  config: config_lib.TrainConfig
+  manifest: families.Manifest
+  env: env_lib.LocomotionEnv
+  run: Callable[[networks.ActorCriticParams, normalizer.NormalizerState],
+                tuple[EpisodeStats, EpisodeTraces]]
+  """Jitted (params, normalizer) -> (final EpisodeStats with leaves [panel.num_envs], the
+  EpisodeTraces of one env per stratum)."""
+
+  def __call__(self, params: networks.ActorCriticParams,
+               norm: normalizer.NormalizerState) -> dict[str, Any]:
+    """Evaluates and summarizes: the per-stratum metrics as plain Python numbers."""
+    return self.run_with_traces(params, norm)[0]
+
+  def run_with_traces(self, params: networks.ActorCriticParams,
+                      norm: normalizer.NormalizerState) -> tuple[dict[str, Any], EpisodeTraces]:
+    """Evaluates once: (the per-stratum metrics, one traced episode per stratum as NumPy)."""
+    stats, traces = jax.device_get(self.run(params, norm))
+    return summarize(stats, self.manifest, self.config), traces
+
+
+def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
+                   nets: networks.ActorCritic) -> Evaluator:
+  """Builds the panel's env and the jitted evaluation of a policy on it.
+
+  Args:
+    config: the run configuration (its `panel` section defines the panel).
+    manifest: the run's manifest; its evaluation families are the panel.
+    nets: the actor-critic; only the actor's mean is used.
+  """
+  eval_config = panel_config(config)
+  env = env_lib.LocomotionEnv(eval_config)
+  num_envs = config.panel.num_envs
+  family_params = families.for_envs(manifest.eval_params(), num_envs)  # leaves [N, ...]
+  reset_keys = jax.random.split(jax.random.key(config.panel.seed), num_envs)
+  batched_step = jax.vmap(env.step)
+  traced = trace_env_indices(config.panel)  # [S]
+
+  def run(params: networks.ActorCriticParams, norm: normalizer.NormalizerState
+          ) -> tuple[EpisodeStats, EpisodeTraces]:
+
+    def step(carry: tuple[env_lib.EnvState, EpisodeStats], _):
+      """Carry: (batched env state, episode stats). Output: the traced envs' qpos and command."""
+      state, stats = carry
+      seen = (state.data.qpos[traced], state.task.command[traced])  # [S, nq], [S, 3]
+      obs = state.obs
+      if config.ppo.normalize_observations:
+        obs = normalizer.normalize(norm, obs)
+      mean, _ = nets.policy(params, obs["policy"])  # [N, A] deterministic: the mean action
+      state = batched_step(state, mean)
+      return (state, accumulate(stats, state)), seen
+
+    state = jax.vmap(env.reset)(reset_keys, family_params)
+    (_, stats), (qpos, command) = jax.lax.scan(
+        step, (state, empty_stats(num_envs)), None, env.episode_steps)  # [T, S, nq], [T, S, 3]
+    traces = EpisodeTraces(
+        env_index=jnp.asarray(traced, jnp.int32),
+        family_index=jnp.asarray(traced % len(manifest.eval_families), jnp.int32),
+        qpos=jnp.swapaxes(qpos, 0, 1),  # [S, T, nq]
+        command=jnp.swapaxes(command, 0, 1),  # [S, T, 3]
+        length=stats.length[traced],
+        reason=stats.reason[traced],
+        episode_return=stats.episode_return[traced],
+        gravity=family_params.gravity[traced],  # [S, 3]
+    )
+    return stats, traces
+
+  return Evaluator(config=config, manifest=manifest, env=env, run=jax.jit(run))
+
+
+def summarize(stats: EpisodeStats, manifest: families.Manifest,
+              config: config_lib.TrainConfig) -> dict[str, Any]:
+  """Per-stratum metrics from one episode per env (host-side NumPy).
+
+  Args:
+    stats: final statistics, leaves [N] with N = panel.num_envs; env j is in evaluation family
+      j % E.
+    manifest: gives each evaluation family's stratum.
+    config: success thresholds.
+
+  Returns:
+    {"panel_hash": str, "strata": {stratum: {metric: value, "reset": {reason: count}}}}.
+  """
+  panel = config.panel
+  stats = jax.tree.map(np.asarray, stats)
+  num_envs = stats.length.shape[0]
+  strata = np.array(manifest.eval_strata)[np.arange(num_envs) % len(manifest.eval_families)]
+  steps = np.maximum(stats.length, 1)
+  lin_error = stats.lin_vel_error_sum / steps  # [N]
+  yaw_error = stats.yaw_rate_error_sum / steps  # [N]
+  # An env still alive after the scan cannot happen (the panel's episode ends on a timeout), but
+  # would count as survived rather than fallen.
+  survived = (stats.reason == env_lib.ResetReason.TIMEOUT) | (
+      stats.reason == env_lib.ResetReason.NONE)
+  success = survived & (lin_error < panel.success_lin_vel_error) & (
+      yaw_error < panel.success_yaw_rate_error)
+  result = {}
+  for stratum in dict.fromkeys(manifest.eval_strata):
+    mine = strata == stratum
+    result[stratum] = {
+        "num_envs": int(mine.sum()),
+        "success_rate": float(success[mine].mean()),
+        "fall_rate": float((~survived[mine]).mean()),
+        "episode_length": float(stats.length[mine].mean()),
+        "lin_vel_error": float(lin_error[mine].mean()),
+        "yaw_rate_error": float(yaw_error[mine].mean()),
+        "return": float(stats.episode_return[mine].mean()),
+        "reset": {code.name.lower(): int((stats.reason[mine] == code).sum())
+                  for code in env_lib.ResetReason if code != env_lib.ResetReason.NONE},
+    }
+  return {"panel_hash": manifest.panel_hash, "strata": result}
+
+
+def evaluate_policy(pol: policy_lib.Policy, config: config_lib.TrainConfig, manifest: families.Manifest,
+                    evaluator: Evaluator | None = None) -> tuple[dict[str, Any], EpisodeTraces]:
+  """Evaluates a loaded policy on a panel.
+
+  Args:
+    pol: the policy.
+    config, manifest: define the panel and its env (not necessarily the policy's own run).
+    evaluator: reused when given (one compile for several policies with the same networks).
+
+  Returns:
+    (the eval record at the policy's step, not written anywhere; one traced episode per stratum).
+
+  Raises:
+    ValueError: the policy observes something other than the panel's env gives.
+  """
+  evaluator = evaluator or make_evaluator(config, manifest, pol.networks)
+  spec = evaluator.env.observation_spec()["policy"]
+  if pol.observation_spec.shape != spec.shape:
+    raise ValueError(
+        f"{pol.run_dir} observes {pol.observation_spec.shape}, but the panel's env gives "
+        f"{spec.shape}; the policy cannot be evaluated on this panel")
+  params = networks.ActorCriticParams(actor=pol.actor, critic=None)
+  summary, traces = evaluator.run_with_traces(params, pol.normalizer)
+  record = ledger.eval_record(summary, update=pol.step,
+                              env_steps=pol.step * pol.config.batch_size, wall_seconds=None)
+  return record, traces
+
+
+def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = None
+                        ) -> tuple[dict[str, Any], dict[str, Any] | None, Any]:
+  """Evaluates a run's checkpoint (and optionally another run's policy) on the run's panel.
+
+  Returns:
+    (the run's eval record, the other run's eval record or None, the path of the first in
+    <run_dir>/eval/: `RunFolder.write_eval` keeps a record already saved for that step).
+  """
+  mine = policy_lib.load(run_dir, step)
+  evaluator = make_evaluator(mine.config, mine.manifest, mine.networks)
+  record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)
+  path = run_folder.RunFolder(mine.run_dir).write_eval(record)
+  other = None
+  if compare:
+    theirs = policy_lib.load(compare)
+    same_networks = theirs.networks == mine.networks
+    other, _ = evaluate_policy(theirs, mine.config, mine.manifest,
+                               evaluator if same_networks else None)
+  return record, other, path

@@ -1,0 +1,129 @@
+"""Trace files of a run and their replay: early-end traces from training, one traced episode per
+stratum from each held-out evaluation.
+
+  traces/<update>_<i>.npz       an episode that terminated within `audit.early_end_steps` control
+                                steps (`write_early_ends`), picked inside the jitted chunk by
+                                `mjx_walk.learn.audit.pick_traces`; `replay_trace` re-simulates
+                                one in MJX from its first state and recorded actions;
+  eval/<update>_traces.npz      one held-out episode per stratum (`save_eval_traces`), for the
+                                videos (`mjx_walk.analysis.videos`).
+
+Files are written to a temporary name and renamed into place, or written under a name no other
+file has, so a kill never leaves a torn file under a final name.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjx_walk.run import run_folder
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+
+
+def write_early_ends(run_dir: pathlib.Path | str, metrics_chunk: Mapping[str, np.ndarray],
+                 first_update: int, max_traces: int) -> list[pathlib.Path]:
+  """Writes a chunk's early-end traces to `<run_dir>/traces/<update>_<i>.npz`.
+
+  Each file holds `qpos` [length + 1, nq], `qvel` [length + 1, nv], `action` [length, A],
+  `family`, `env`, `reason` (a `ResetReason` code), `reason_name`, `length`, `first_step` and
+  `update`. Files are written until the folder holds `max_traces` of them; a file of the same
+  name (an update redone after a resume) is overwritten.
+
+  Args:
+    run_dir: the run folder.
+    metrics_chunk: the chunk's metrics on the host; the `trace/...` leaves [K, S, ...].
+    first_update: updates done before this chunk (update k of the chunk is first_update + k + 1).
+    max_traces: the most trace files the folder may hold.
+
+  Returns:
+    The paths written, in order.
+  """
+  if "trace/valid" not in metrics_chunk:
+    return []
+  folder = run_folder.RunFolder(pathlib.Path(run_dir)).traces_dir
+  existing = len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
+  valid = np.asarray(metrics_chunk["trace/valid"])  # [K, S]
+  written = []
+  for k, i in zip(*np.nonzero(valid)):
+    update = first_update + int(k) + 1
+    path = folder / f"{update}_{i}.npz"
+    if not path.exists():
+      if existing >= max_traces:
+        break
+      existing += 1
+    get = lambda name: np.asarray(metrics_chunk[f"trace/{name}"][k, i])
+    length = int(get("length"))
+    folder.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as file:
+      np.savez(file, qpos=get("qpos")[:length + 1], qvel=get("qvel")[:length + 1],
+               action=get("action")[:length], family=get("family"), env=get("env"),
+               reason=get("reason"),
+               reason_name=np.str_(env_lib.ResetReason(int(get("reason"))).name.lower()),
+               length=np.int32(length), first_step=get("first_step"), update=np.int32(update))
+    written.append(path)
+  return written
+
+
+def load_early_end(path: pathlib.Path | str) -> dict[str, np.ndarray]:
+  """One trace file written by `write_early_ends`, as a dict of arrays."""
+  with np.load(path) as data:
+    return {name: data[name] for name in data.files}
+
+
+@functools.lru_cache(maxsize=4)
+def _replayer(env: env_lib.LocomotionEnv):
+  """Jitted replay of `env.trace_steps` steps from a recorded first state (one compile per env)."""
+
+  def replay(family: families.FamilyParams, qpos: jax.Array, qvel: jax.Array,
+             first_step: jax.Array, actions: jax.Array) -> jax.Array:
+    state = env.reset(jax.random.key(0), family)
+    # The reset's own draw (joint noise, velocity noise) is replaced by the recorded state; the
+    # physics reads nothing else of the reset data (mjx.step recomputes every derived field).
+    state = state.replace(data=state.data.replace(qpos=qpos, qvel=qvel),
+                          task=state.task.replace(step=first_step))
+
+    def body(state, action):
+      state = env.step(state, action)
+      # The state the step ended in, before any auto-reset, as the env traced it.
+      last = jnp.minimum(state.trace.length, env.trace_steps)
+      return state, state.trace.qpos[last]
+
+    _, stepped = jax.lax.scan(body, state, actions)  # [L, nq]
+    return jnp.concatenate([qpos[None], stepped])  # [L + 1, nq]
+
+  return jax.jit(replay)
+
+
+def replay_trace(env: env_lib.LocomotionEnv, family_params: families.FamilyParams,
+                 trace: Mapping[str, Any]) -> np.ndarray:
+  """Re-simulates a recorded early end in MJX: the recorded actions from its first state.
+
+  Args:
+    env: an env built from the run's config.
+    family_params: the trace's family draw, one family without a leading axis (e.g. row
+      `trace["family"]` of `manifest.train_params()`).
+    trace: a dict as written by `write_early_ends` (`load_early_end`): qpos, qvel, action, length and
+      first_step.
+
+  Returns:
+    float32 [length + 1, nq]: the replayed qpos, row 0 the recorded first state; compare with
+    `trace["qpos"]`.
+  """
+  length = int(trace["length"])
+  steps = env.trace_steps
+  if not 0 < length <= steps:
+    raise ValueError(f"trace length {length} is outside 1 .. audit.early_end_steps={steps}")
+  actions = np.zeros((steps, env.action_size), np.float32)
+  actions[:length] = np.asarray(trace["action"])[:length]
+  qpos = _replayer(env)(family_params, jnp.asarray(trace["qpos"][0], jnp.float32),
+                        jnp.asarray(trace["qvel"][0], jnp.float32),
+                        jnp.asarray(int(trace.get("first_step", 0)), jnp.int32),
+                        jnp.asarray(actions))
+  return np.asarray(qpos)[:length + 1]

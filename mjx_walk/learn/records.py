@@ -1,0 +1,192 @@
+"""The ledger records of a training run: its recipe, and the one host reduction that turns a
+chunk's metrics into update records.
+
+The trainer's chunk returns stacked metrics (leaves [K, ...], K updates); after the chunk's one
+host sync, `update_records` reduces each update on its own with `summarize` into a
+`kind="update"` record, and the progress line pools the whole chunk with the same `summarize`.
+Nothing else reduces metrics on the host.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import pathlib
+import subprocess
+from typing import TYPE_CHECKING, Any, Mapping
+
+import jax
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk.sim import env as env_lib
+
+if TYPE_CHECKING:
+  from mjx_walk.sim import families
+
+PACKAGES = ("jax", "jaxlib", "mujoco", "mujoco-mjx", "flax", "optax", "orbax-checkpoint", "chex",
+            "numpy")
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _git(*args: str) -> str | None:
+  """Output of a git command in the package's repository, or None without git or a repo."""
+  try:
+    done = subprocess.run(["git", "-C", str(_REPO), *args], capture_output=True, text=True,
+                          timeout=10, check=False)
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return done.stdout if done.returncode == 0 else None
+
+
+def _git_state() -> tuple[str | None, bool | None]:
+  """(commit, dirty) of the repository the package was loaded from."""
+  out = _git("rev-parse", "--show-toplevel", "HEAD")
+  # An installed copy in a venv inside some other repository must not report that repo's commit.
+  if out is None or pathlib.Path(out.split()[0]).resolve() != _REPO:
+    return None, None
+  status = _git("status", "--porcelain")
+  return out.split()[1], None if status is None else bool(status.strip())
+
+
+def _package_version(name: str) -> str | None:
+  try:
+    return importlib.metadata.version(name)
+  except importlib.metadata.PackageNotFoundError:
+    return None
+
+
+def recipe(config: config_lib.TrainConfig, manifest: families.Manifest) -> dict[str, Any]:
+  """The first record of a run: how much experience each update sees, and on what.
+
+  Args:
+    config: the run configuration.
+    manifest: the run's seed-family manifest (train and eval families, hashes).
+
+  Returns:
+    The `kind="recipe"` record. Times are in seconds of simulated robot time unless named wall.
+  """
+  samples = config.num_envs * config.unroll_length
+  control_hz = config.env.control_hz
+  num_train_families = len(manifest.train_families)
+  commit, dirty = _git_state()
+  return {
+      "kind": "recipe",
+      "num_envs": config.num_envs,
+      "unroll_length": config.unroll_length,
+      "num_minibatches": config.ppo.num_minibatches,
+      "num_epochs": config.ppo.num_epochs,
+      "control_hz": control_hz,
+      "updates_per_chunk": config.updates_per_chunk,
+      "samples_per_update": samples,
+      # Policy lag: how much experience one env gathers under a policy before it changes.
+      "seconds_per_env_per_update": config.unroll_length / control_hz,
+      "aggregate_robot_seconds_per_update": samples / control_hz,
+      "minibatch_size": samples // config.ppo.num_minibatches,
+      "sample_reuse": config.ppo.num_epochs,
+      # When and how far the adaptive rule moves the rate (config.PPOConfig.desired_kl).
+      "learning_rate": {"initial": config.ppo.learning_rate, "desired_kl": config.ppo.desired_kl,
+                        "min": config.ppo.min_learning_rate, "max": config.ppo.max_learning_rate},
+      "num_train_families": num_train_families,
+      "envs_per_family": config.num_envs // num_train_families,
+      "num_eval_families": len(manifest.eval_families),
+      "num_eval_envs": config.panel.num_envs,
+      "strata": list(config.panel.strata),
+      "device_kind": jax.devices()[0].device_kind,
+      "device_count": jax.device_count(),
+      "platform": jax.default_backend(),
+      "packages": {name: _package_version(name) for name in PACKAGES},
+      "git_commit": commit,
+      "git_dirty": dirty,
+      "manifest_hash": manifest.hash,
+      "panel_hash": manifest.panel_hash,
+      "seed": config.seed,
+      "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+  }
+
+
+def summarize(metrics: Mapping[str, np.ndarray]) -> dict[str, Any]:
+  """Host-side reduction of K updates' stacked metrics (leaves [K, ...]) to one record.
+
+  Episode statistics are pooled over every episode that ended in the chunk; the reset-reason
+  shares are fractions of those episode ends, and so is `audit/early_end_share`. Swing times
+  are pooled over the chunk's touchdowns (`contact/air_time_mean`; the 90th percentile is the
+  mean over updates that had any); both are NaN without touchdowns. Keys with `/min_` take the
+  minimum over the K updates and keys with `/max_` the maximum; everything else is the mean.
+  The non-scalar audits are summed over the K updates, as JSON-ready values:
+  `audit/resets_by_family` {"<family index>": {"<reason>": count}} with non-zero counts only,
+  `audit/fall_height_counts` and `audit/fall_tilt_counts` int counts over the bins
+  `audit.FALL_HEIGHT_BINS` and `audit.FALL_TILT_BINS`. The `trace/...` metrics are left out.
+  """
+  record = {}
+  count = float(np.sum(metrics["episode/count"]))
+  for key, value in metrics.items():
+    value = np.asarray(value)
+    if (key.endswith("_sum") or key == "episode/count" or key.startswith(("reset/", "trace/"))
+        or value.ndim > 1 or key == "contact/air_time_p90"):
+      continue
+    reduce = np.min if "/min_" in key else np.max if "/max_" in key else np.mean
+    record[key] = float(reduce(value))
+  if "contact/touchdowns" in metrics:
+    touchdowns = np.asarray(metrics["contact/touchdowns"])  # [K]
+    swings = float(np.sum(touchdowns))
+    record["contact/air_time_mean"] = (
+        float(np.sum(metrics["contact/air_time_sum"]) / swings) if swings else float("nan"))
+    p90 = np.asarray(metrics["contact/air_time_p90"])[touchdowns > 0]
+    record["contact/air_time_p90"] = float(np.mean(p90)) if p90.size else float("nan")
+  if "audit/early_ends" in metrics:
+    record["audit/early_end_share"] = (
+        float(np.sum(metrics["audit/early_ends"]) / count) if count else float("nan"))
+  record["episode/count"] = count
+  record["episode/return"] = float(np.sum(metrics["episode/return_sum"]) / count) if count else float("nan")
+  record["episode/length"] = float(np.sum(metrics["episode/length_sum"]) / count) if count else float("nan")
+  for key, value in metrics.items():
+    if key.startswith("reset/"):
+      record[key] = float(np.sum(value) / count) if count else 0.0
+  if "audit/resets_by_family" in metrics:
+    counts = np.sum(np.asarray(metrics["audit/resets_by_family"]), axis=0)  # [F, R]
+    record["audit/resets_by_family"] = {
+        str(f): {env_lib.REASON_NAMES[r]: int(round(counts[f, r]))
+                 for r in np.flatnonzero(counts[f])}
+        for f in np.flatnonzero(counts.sum(axis=1))}
+  for key in ("audit/fall_height_counts", "audit/fall_tilt_counts"):
+    if key in metrics:
+      record[key] = [int(round(c)) for c in np.sum(np.asarray(metrics[key]), axis=0)]
+  return record
+
+
+def update_records(metrics: dict[str, np.ndarray], *, first_update: int, batch_size: int,
+                   sps: float, wall_seconds: float, device_memory: int | None) -> list[dict]:
+  """One `kind="update"` record per update of a chunk.
+
+  Args:
+    metrics: the chunk's metrics on the host, every leaf of shape [K] (K updates).
+    first_update: updates done before this chunk.
+    batch_size: env steps per update (num_envs * unroll_length).
+    sps: env steps per second of wall-clock over the chunk.
+    wall_seconds: wall-clock seconds since the run started, at the end of the chunk.
+    device_memory: bytes in use on device 0 (`current_device_memory`), or None.
+
+  Returns:
+    K records, each update reduced on its own by `summarize`. The `trace/...` metrics are not
+    recorded here (`analysis.traces.write_early_ends` writes them to files).
+  """
+  num_updates = len(next(iter(metrics.values())))
+  records = []
+  for k in range(num_updates):
+    update = first_update + k + 1
+    record = {"kind": "update", "update": update, "env_steps": update * batch_size,
+              "perf/sps": sps, "perf/wall_seconds": wall_seconds,
+              "device/memory_bytes": device_memory}
+    update_metrics = {key: value[k:k + 1] for key, value in metrics.items()}
+    record.update(summarize(update_metrics))
+    records.append(record)
+  return records
+
+
+def current_device_memory() -> int | None:
+  """Bytes in use on device 0, or None where the backend reports no statistics (CPU)."""
+  stats = jax.devices()[0].memory_stats()
+  if not stats or "bytes_in_use" not in stats:
+    return None
+  return int(stats["bytes_in_use"])

@@ -1,0 +1,252 @@
+"""The rollout ledger as a file format: `ledger.jsonl` in a run folder, its record kinds, and how
+they read as text.
+
+One JSON object per line, each with a `kind`:
+  recipe  the run's batch geometry, policy lag, family counts, devices, packages, commit and
+          manifest hash; the first record (a resumed run appends another);
+  update  one per PPO update: speed, returns, every reward term, reset-reason shares, advantage
+          and loss statistics, learning rate, device memory, and the batch audits (contact
+          events, reward shares, synchrony, and as JSON objects and lists the reset reasons per
+          family and the fall height and tilt histograms);
+  eval    one per held-out panel evaluation, per stratum;
+  divergence  the update at which the run stopped because a loss, gradient norm or parameter
+          went non-finite, which ones did, and the checkpoint to resume from.
+
+`mjx_walk.learn.records` builds the recipe and update records of a training run;
+`python -m mjx_walk.ledger` prints a ledger. This module imports only the standard library and
+NumPy (no JAX, no MuJoCo), so reading a ledger starts at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+from typing import Any, Iterable
+
+import numpy as np
+
+FILENAME = "ledger.jsonl"
+"""The ledger's name in a run folder."""
+KINDS = ("recipe", "update", "eval", "divergence")
+_HISTORY_KINDS = ("recipe", "divergence")
+
+
+def of_kind(records: Iterable[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+  """The records of `kind`, in order. A record without a kind (written before kinds existed)
+  counts as an update."""
+  if kind not in KINDS:
+    raise ValueError(f"ledger record kind {kind!r} is invalid; accepted kinds are "
+                     f"{', '.join(KINDS)}.")
+  return [r for r in records if r.get("kind", "update") == kind]
+
+
+def eval_record(result: dict[str, Any], *, update: int, env_steps: int,
+                wall_seconds: float) -> dict[str, Any]:
+  """A `kind="eval"` record: where in the run, then the evaluation result (panel_hash, strata)."""
+  return {"kind": "eval", "update": update, "env_steps": env_steps, "wall_seconds": wall_seconds,
+          **result}
+
+
+def _jsonable(value: Any) -> Any:
+  """JSON has no NaN or inf: undefined figures (no episode ended yet) become null."""
+  if isinstance(value, dict):
+    return {str(k): _jsonable(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple, np.ndarray)):
+    return [_jsonable(v) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
+  if isinstance(value, np.generic):
+    value = value.item()
+  if isinstance(value, float) and not math.isfinite(value):
+    return None
+  return value
+
+
+def _check_kind(record: Any, where: str) -> None:
+  kind = record.get("kind") if isinstance(record, dict) else None
+  if kind not in KINDS:
+    raise ValueError(f"{where}: ledger record kind {kind!r} is invalid; accepted kinds are "
+                     f"{', '.join(KINDS)}.")
+
+
+class Ledger:
+  """Appends records to a ledger file, one flushed JSON line each.
+
+  Usage: `with Ledger(run_dir / FILENAME) as ledger: ledger.write(record)`.
+  """
+
+  def __init__(self, path: pathlib.Path):
+    self.path = pathlib.Path(path)
+    self._file = self.path.open("a")
+
+  def __enter__(self) -> Ledger:
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.close()
+
+  def write(self, record: dict[str, Any]) -> None:
+    """Appends `record`; NaN and inf anywhere inside it are written as null.
+
+    Raises:
+      ValueError: when the record has no `kind` in KINDS.
+    """
+    _check_kind(record, str(self.path))
+    self._file.write(json.dumps(_jsonable(record), allow_nan=False) + "\n")
+    self._file.flush()  # a crash loses at most the record being written
+
+  def close(self) -> None:
+    self._file.close()
+
+
+def read(path: pathlib.Path | str) -> list[dict[str, Any]]:
+  """Every record of a ledger file, in order.
+
+  Raises:
+    FileNotFoundError: naming the path, when there is no such file.
+    ValueError: naming the path and line number of a malformed line.
+  """
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise FileNotFoundError(f"no ledger at {path}")
+  records = []
+  with path.open() as file:
+    for number, line in enumerate(file, start=1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as error:
+        raise ValueError(f"{path}:{number}: malformed ledger line ({error.msg})") from None
+      _check_kind(record, f"{path}:{number}")
+      records.append(record)
+  return records
+
+
+def truncate_after(path: pathlib.Path | str, update: int, dropped_path: pathlib.Path | str) -> int:
+  """Rewinds a ledger to a checkpoint: drops records past `update`, and a torn last line.
+
+  A run killed after its last checkpoint has ledger records that the resumed run will write
+  again. They are moved, not deleted, to `dropped_path` (appended); the ledger itself is
+  replaced atomically. Recipe and divergence records are history of the run and stay.
+
+  Returns:
+    How many lines were moved.
+  """
+  path = pathlib.Path(path)
+  if not path.is_file():
+    return 0
+  kept, dropped = [], []
+  for line in path.read_text().splitlines(keepends=True):
+    try:
+      record = json.loads(line)
+      keep = record.get("kind") in _HISTORY_KINDS or record.get("update", 0) <= update
+    except json.JSONDecodeError:
+      keep = False  # a line torn by a kill
+    if line.strip():
+      (kept if keep else dropped).append(line if line.endswith("\n") else line + "\n")
+  if dropped:
+    with pathlib.Path(dropped_path).open("a") as file:
+      file.writelines(dropped)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text("".join(kept))
+    os.replace(temporary, path)
+  return len(dropped)
+
+
+def read_run(run_dir: pathlib.Path | str) -> list[dict[str, Any]]:
+  """The records of `run_dir`/ledger.jsonl; a missing folder raises FileNotFoundError."""
+  run_dir = pathlib.Path(run_dir)
+  if not run_dir.is_dir():
+    raise FileNotFoundError(f"no run folder at {run_dir}")
+  return read(run_dir / FILENAME)
+
+
+def latest(records: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+  """The last record of `kind`, or None."""
+  found = of_kind(records, kind)
+  return found[-1] if found else None
+
+
+def fmt(value: float | None, spec: str) -> str:
+  """`value` formatted by `spec`, or "-" for an undefined (None) figure."""
+  return "-" if value is None else format(value, spec)
+
+
+def _format_learning_rate(schedule: dict[str, float] | None) -> str:
+  if schedule is None:  # a recipe written before the schedule was recorded
+    return "-"
+  if not schedule["desired_kl"]:
+    return f"{schedule['initial']:g}, fixed"
+  return (f"{schedule['initial']:g}, adapted per minibatch to approx-KL {schedule['desired_kl']:g} "
+          f"within [{schedule['min']:g}, {schedule['max']:g}]")
+
+
+def format_recipe(recipe_record: dict[str, Any]) -> str:
+  """A few lines: batch geometry, policy lag, families, devices, commit and hashes."""
+  r = recipe_record
+  packages = ", ".join(f"{name} {r['packages'].get(name)}" for name in ("jax", "mujoco-mjx", "flax"))
+  commit = (r["git_commit"] or "unknown")[:12] + (" (dirty)" if r["git_dirty"] else "")
+  return "\n".join([
+      f"geometry   {r['num_envs']} envs x {r['unroll_length']} steps = "
+      f"{r['samples_per_update']:,} samples/update; {r['num_minibatches']} minibatches of "
+      f"{r['minibatch_size']:,}, {r['num_epochs']} epochs (sample reuse {r['sample_reuse']}); "
+      f"{r['updates_per_chunk']} updates/chunk",
+      f"lr         {_format_learning_rate(r.get('learning_rate'))}",
+      f"policy lag {r['seconds_per_env_per_update']:g} s per env per update at "
+      f"{r['control_hz']:g} Hz; {r['aggregate_robot_seconds_per_update']:,.1f} robot-seconds "
+      f"per update",
+      f"families   {r['num_train_families']} train ({r['envs_per_family']} envs each), "
+      f"{r['num_eval_families']} eval ({r['num_eval_envs']} envs; {', '.join(r['strata'])})",
+      f"devices    {r['device_count']} x {r['device_kind']} ({r['platform']}); {packages}",
+      f"commit     {commit}  seed {r['seed']}  started {r['time']}",
+      f"manifest   {r['manifest_hash']}  panel {r['panel_hash']}",
+  ])
+
+
+def _resets(counts: dict[str, int | None]) -> str:
+  """Nonzero reset-reason counts, most frequent first: 'timeout=28 fall=3'."""
+  nonzero = sorted(((n, reason) for reason, n in counts.items() if n), reverse=True)
+  return " ".join(f"{reason}={n}" for n, reason in nonzero) or "-"
+
+
+def format_eval_table(record: dict[str, Any]) -> str:
+  """A fixed-width table of one evaluation, one row per stratum."""
+  lines = [f"evaluation at update {record['update']} ({record['env_steps']:,} env steps), "
+           f"panel {record.get('panel_hash')}",
+           f"{'stratum':<10}{'envs':>6}{'success':>9}{'fall':>8}{'length':>9}{'lin err':>9}"
+           f"{'yaw err':>9}{'return':>10}  resets"]
+  for name, s in record["strata"].items():
+    lines.append(
+        f"{name:<10}{s['num_envs']:>6}{fmt(s['success_rate'], '.1%'):>9}"
+        f"{fmt(s['fall_rate'], '.1%'):>8}{fmt(s['episode_length'], '.1f'):>9}"
+        f"{fmt(s['lin_vel_error'], '.3f'):>9}{fmt(s['yaw_rate_error'], '.3f'):>9}"
+        f"{fmt(s['return'], '.2f'):>10}  {_resets(s['reset'])}")
+  return "\n".join(lines)
+
+
+_COMPARED = (("success", "success_rate", "+.1%"), ("fall", "fall_rate", "+.1%"),
+             ("lin err", "lin_vel_error", "+.3f"), ("yaw err", "yaw_rate_error", "+.3f"))
+
+
+def format_comparison(a_record: dict[str, Any], b_record: dict[str, Any],
+                      names: tuple[str, str]) -> str:
+  """Two evaluations side by side: per stratum and metric, run a, run b, and b - a."""
+  strata = list(a_record["strata"]) + [s for s in b_record["strata"] if s not in a_record["strata"]]
+  lines = [f"a = {names[0]} (update {a_record['update']}), b = {names[1]} "
+           f"(update {b_record['update']}); d = b - a",
+           f"{'stratum':<10}" + "".join(f"{f'{label} a':>10}{'b':>8}{'d':>8}"
+                                        for label, _, _ in _COMPARED)]
+  for name in strata:
+    a, b = a_record["strata"].get(name, {}), b_record["strata"].get(name, {})
+    row = f"{name:<10}"
+    for _, key, spec in _COMPARED:
+      va, vb = a.get(key), b.get(key)
+      diff = None if va is None or vb is None else vb - va
+      row += (f"{fmt(va, spec.lstrip('+')):>10}{fmt(vb, spec.lstrip('+')):>8}"
+              f"{fmt(diff, spec):>8}")
+    lines.append(row)
+  return "\n".join(lines)
+
+
+
