@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 ACTIVATIONS = ("elu", "relu", "tanh", "swish")
+"""Accepted `network.activation` names: Flax's functions of the same names."""
 
 
 def _range_field(low: float, high: float) -> Any:
@@ -33,8 +34,8 @@ class EnvConfig:
   control_hz: float = 50.0
   """Policy rate in Hz. Must be a whole number of physics steps of the physics timestep."""
   physics_timestep: float = 0.005
-  """Physics timestep, s; 0 keeps the robot's MJCF value (4 ms on Go2). 5 ms (legged_gym's
-  value, 4 substeps per control step) gives 1.48x the env steps/s of 4 ms on the CPU."""
+  """Physics timestep, s; 0 keeps the robot's MJCF value (4 ms on Go2). 5 ms is legged_gym's
+  value: 4 substeps per control step (experiments/README.md has its speed against 4 ms)."""
   episode_seconds: float = 20.0
   """Time limit; reaching it is a truncation (bootstrapped), not a termination."""
   action_clip: float = 5.0
@@ -73,12 +74,33 @@ class EnvConfig:
 
 
 STRATA = ("flat", "slope", "push", "payload", "friction")
-"""Held-out evaluation strata `mjx_walk.families` knows how to draw."""
+"""Held-out evaluation strata `mjx_walk.sim.families` knows how to draw."""
 
 
 @dataclasses.dataclass
-class FamilyConfig:
-  """The training panel: how many seed families, and the ranges every per-family draw comes from.
+class CommandRanges:
+  """The joystick command schedule's ranges; the training families and the held-out panel each
+  have their own (`families.command_*`, `panel.command_*`), declared and validated here once.
+
+  A family's schedule is a sequence of commands, each held for an interval drawn from
+  `command_resample_seconds`, each axis uniform in its range. Velocities are in the trunk's
+  heading frame.
+  """
+
+  command_vx: tuple[float, float] = _range_field(-1.0, 1.0)
+  """Forward velocity command range, m/s."""
+  command_vy: tuple[float, float] = _range_field(-0.5, 0.5)
+  """Lateral velocity command range, m/s."""
+  command_yaw_rate: tuple[float, float] = _range_field(-0.5, 0.5)
+  """Yaw-rate command range, rad/s."""
+  command_resample_seconds: tuple[float, float] = _range_field(5.0, 10.0)
+  """Time between two commands of a schedule, s, drawn per interval."""
+
+
+@dataclasses.dataclass
+class FamilyConfig(CommandRanges):
+  """The training panel: how many seed families, and the ranges every per-family draw comes from
+  (the command ranges are `CommandRanges`').
 
   A family's seed fixes its spawn pose, its command schedule and one domain-randomization draw
   (see `mjx_walk.families`); env i belongs to family i % num_train_families.
@@ -89,14 +111,6 @@ class FamilyConfig:
   train_family_seeds: tuple[int, ...] = ()
   """Explicit training family seeds (exactly num_train_families of them). Empty: derived from
   `seed`. Seeds shared with the evaluation panel are refused as leakage."""
-  command_vx: tuple[float, float] = _range_field(-1.0, 1.0)
-  """Forward velocity command range, m/s, in the trunk's heading frame."""
-  command_vy: tuple[float, float] = _range_field(-0.5, 0.5)
-  """Lateral velocity command range, m/s."""
-  command_yaw_rate: tuple[float, float] = _range_field(-0.5, 0.5)
-  """Yaw-rate command range, rad/s."""
-  command_resample_seconds: tuple[float, float] = _range_field(5.0, 10.0)
-  """Time between two commands of a family's schedule, s, drawn per interval."""
   spawn_yaw: tuple[float, float] = _range_field(-math.pi, math.pi)
   """Heading at spawn, rad."""
   spawn_offset: float = 0.5
@@ -126,11 +140,12 @@ class FamilyConfig:
 
 
 @dataclasses.dataclass
-class PanelConfig:
+class PanelConfig(CommandRanges):
   """The held-out evaluation panel: strata of families that training never sees.
 
   Its families are drawn from `seed`, not from the run seed, so runs with different seeds are
-  judged on the same panel and can be compared. Conditions not named by a stratum are nominal:
+  judged on the same panel and can be compared. Its command schedules come from its own
+  `CommandRanges`. Conditions not named by a stratum are nominal:
   `nominal_friction`, `nominal_joint_friction`, no payload, full motor strength, no delay, no
   pushes, level ground.
   """
@@ -144,11 +159,6 @@ class PanelConfig:
   """Length of every evaluation episode; reaching it is success if tracking is good enough."""
   every_chunks: int = 25
   """Evaluate every this many training chunks (0: only at the end of the run)."""
-  command_vx: tuple[float, float] = _range_field(-1.0, 1.0)
-  """Forward velocity commands of the panel's schedules, m/s."""
-  command_vy: tuple[float, float] = _range_field(-0.5, 0.5)
-  command_yaw_rate: tuple[float, float] = _range_field(-0.5, 0.5)
-  command_resample_seconds: tuple[float, float] = _range_field(5.0, 10.0)
   nominal_friction: float = 0.8
   """Ground friction wherever a stratum does not set it (the training range's midpoint)."""
   nominal_joint_friction: float = 0.175
@@ -232,10 +242,8 @@ class NetworkConfig:
   activation: str = "elu"
   init_std: float = 0.75
   """Initial std of the Gaussian policy, in action units (x action_scale = 0.19 rad on Go2).
-  At 1.0, before the gait clock's reward existed, the exploration noise alone shook the trunk
-  enough that the wobble and torque penalties outweighed all tracking reward, the clipped reward
-  sat at 0, and nothing but survival was learned (measured: reward/step 0.0000 after 2.3M
-  steps, against +0.0060 at 0.5 after 1.4M). See experiments/README.md for 0.75."""
+  Too much exploration noise shakes the trunk until the penalties outweigh every tracking reward
+  and only survival is learned; experiments/README.md has the runs that chose 0.75."""
 
 
 @dataclasses.dataclass
@@ -292,8 +300,7 @@ class ReportConfig:
   """Pictures of a run (see `mjx_walk.report`)."""
 
   video_every_chunks: int = 0
-  """Also render held-out episodes every this many chunks (0: only at the end of the run). On a
-  CPU with software OpenGL a round of five 10 s videos takes about 90 s."""
+  """Also render held-out episodes every this many chunks (0: only at the end of the run)."""
   video_width: int = 320
   video_height: int = 240
   video_fps: int = 25
@@ -324,9 +331,8 @@ class TrainConfig:
   updates_per_chunk: int = 4
   """PPO updates fused into one jitted chunk; the host logs once per chunk."""
   total_env_steps: int = 12_000_000
-  """Run length; rounded up to whole chunks. 12M is about 25 minutes on a 2-core CPU, compile,
-  evaluations and the final videos included; the default walks on the held-out panel after
-  about 4M (experiments/README.md)."""
+  """Run length; rounded up to whole chunks (experiments/README.md has the wall-clock time of the
+  default and when it first walks on the held-out panel)."""
   seed: int = 0
   """Run seed: network init, env noise, and the training families' seeds."""
   env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
@@ -375,14 +381,45 @@ RESUMABLE_FIELDS = (
 other field changes what is computed, so a resume that changes it is refused."""
 
 
-def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-  flat = {}
-  for key, value in values.items():
-    if isinstance(value, dict):
-      flat.update(_flatten(value, f"{prefix}{key}."))
-    else:
-      flat[f"{prefix}{key}"] = tuple(value) if isinstance(value, list) else value
-  return flat
+def get_field(config: TrainConfig, path: str) -> Any:
+  """The value of a dotted field path, e.g. `get_field(cfg, "ppo.learning_rate")`.
+
+  Raises:
+    AttributeError: naming the path, when a part of it is not a field.
+  """
+  target = config
+  for part in path.split("."):
+    if not dataclasses.is_dataclass(target) or part not in _field_names(target):
+      raise AttributeError(f"config.{path} is not a config field")
+    target = getattr(target, part)
+  return target
+
+
+def set_field(config: TrainConfig, path: str, value: Any) -> None:
+  """Sets a dotted field path in place (before `validate`; nothing mutates a validated config)."""
+  *parents, name = path.split(".")
+  section = get_field(config, ".".join(parents)) if parents else config
+  if name not in _field_names(section):
+    raise AttributeError(f"config.{path} is not a config field")
+  setattr(section, name, value)
+
+
+def flat_fields(config: TrainConfig) -> dict[str, Any]:
+  """{dotted field path: value} of every leaf field, lists as tuples."""
+  def flatten(section: Any, prefix: str) -> dict[str, Any]:
+    flat = {}
+    for field in dataclasses.fields(section):
+      value = getattr(section, field.name)
+      if dataclasses.is_dataclass(value):
+        flat.update(flatten(value, f"{prefix}{field.name}."))
+      else:
+        flat[f"{prefix}{field.name}"] = tuple(value) if isinstance(value, list) else value
+    return flat
+  return flatten(config, "")
+
+
+def _field_names(section: Any) -> set[str]:
+  return {field.name for field in dataclasses.fields(section)}
 
 
 def computation_changes(old: TrainConfig, new: TrainConfig) -> list[tuple[str, Any, Any]]:
@@ -391,7 +428,7 @@ def computation_changes(old: TrainConfig, new: TrainConfig) -> list[tuple[str, A
   Returns:
     (dotted field, old value, new value) for every differing field not in `RESUMABLE_FIELDS`.
   """
-  before, after = _flatten(old.to_dict()), _flatten(new.to_dict())
+  before, after = flat_fields(old), flat_fields(new)
   return [(key, before.get(key), after.get(key)) for key in sorted(set(before) | set(after))
           if before.get(key) != after.get(key) and key not in RESUMABLE_FIELDS]
 
@@ -440,25 +477,33 @@ def validate(config: TrainConfig) -> TrainConfig:
     ValueError: naming the first bad field, its value, and what would be accepted.
   """
   _check_finite(config)
-  env, ppo, net, reward = config.env, config.ppo, config.network, config.reward
+  for check in (_validate_batch, _validate_env, _validate_families, _validate_panel,
+                _validate_checkpoint, _validate_audit_and_report, _validate_reward,
+                _validate_network, _validate_ppo):
+    check(config)
+  return config
+
+
+def _check_positive_int(where: str, value: Any) -> None:
+  if not isinstance(value, int) or value <= 0:
+    _fail(where, value, "it must be a positive integer")
+
+
+def _validate_batch(config: TrainConfig) -> None:
   for name, value in (("seed", config.seed), ("panel.seed", config.panel.seed)):
     if not isinstance(value, int) or value < 0:
       _fail(name, value, "it must be a non-negative integer")
   for name in ("num_envs", "unroll_length", "updates_per_chunk", "total_env_steps"):
-    value = getattr(config, name)
-    if not isinstance(value, int) or value <= 0:
-      _fail(name, value, "it must be a positive integer")
+    _check_positive_int(name, getattr(config, name))
   for name in ("num_epochs", "num_minibatches"):
-    value = getattr(ppo, name)
-    if not isinstance(value, int) or value <= 0:
-      _fail(f"ppo.{name}", value, "it must be a positive integer")
-  if config.num_envs % ppo.num_minibatches:
-    _fail(
-        "num_envs",
-        config.num_envs,
-        f"it must be divisible by ppo.num_minibatches={ppo.num_minibatches}",
-    )
+    _check_positive_int(f"ppo.{name}", getattr(config.ppo, name))
+  if config.num_envs % config.ppo.num_minibatches:
+    _fail("num_envs", config.num_envs,
+          f"it must be divisible by ppo.num_minibatches={config.ppo.num_minibatches}")
 
+
+def _validate_env(config: TrainConfig) -> None:
+  env = config.env
   _check_positive("env.control_hz", env.control_hz)
   _check_positive("env.episode_seconds", env.episode_seconds)
   _check_positive("env.action_clip", env.action_clip)
@@ -477,14 +522,14 @@ def validate(config: TrainConfig) -> TrainConfig:
     if getattr(env, name) < 0:
       _fail(f"env.{name}", getattr(env, name), "it must be >= 0")
 
-  _validate_families(config)
-  _validate_panel(config)
-  for name in ("every_chunks", "max_to_keep"):
-    value = getattr(config.checkpoint, name)
-    if not isinstance(value, int) or value <= 0:
-      _fail(f"checkpoint.{name}", value, "it must be a positive integer")
-  _validate_audit_and_report(config)
 
+def _validate_checkpoint(config: TrainConfig) -> None:
+  for name in ("every_chunks", "max_to_keep"):
+    _check_positive_int(f"checkpoint.{name}", getattr(config.checkpoint, name))
+
+
+def _validate_reward(config: TrainConfig) -> None:
+  env, reward = config.env, config.reward
   _check_positive("reward.tracking_sigma", reward.tracking_sigma)
   if reward.air_time_target < 0:
     _fail("reward.air_time_target", reward.air_time_target, "it must be >= 0")
@@ -496,6 +541,9 @@ def validate(config: TrainConfig) -> TrainConfig:
     _fail("reward.gait_phase", reward.gait_phase,
           "it needs the gait clock: set env.gait_hz > 0, or give this term a scale of 0")
 
+
+def _validate_network(config: TrainConfig) -> None:
+  net = config.network
   for name in ("actor_hidden_sizes", "critic_hidden_sizes"):
     sizes = getattr(net, name)
     if not sizes or any(not isinstance(s, int) or s <= 0 for s in sizes):
@@ -504,6 +552,9 @@ def validate(config: TrainConfig) -> TrainConfig:
     _fail("network.activation", net.activation, f"choose one of {', '.join(ACTIVATIONS)}")
   _check_positive("network.init_std", net.init_std)
 
+
+def _validate_ppo(config: TrainConfig) -> None:
+  ppo = config.ppo
   for name in ("learning_rate", "clip_eps", "max_grad_norm"):
     _check_positive(f"ppo.{name}", getattr(ppo, name))
   for name in ("gamma", "gae_lambda"):
@@ -521,14 +572,21 @@ def validate(config: TrainConfig) -> TrainConfig:
     _fail("ppo.learning_rate", ppo.learning_rate,
           f"with the adaptive rate (ppo.desired_kl > 0) it must lie in [ppo.min_learning_rate, "
           f"ppo.max_learning_rate] = [{ppo.min_learning_rate}, {ppo.max_learning_rate}]")
-  return config
+
+
+def _validate_commands(section: str, ranges: CommandRanges) -> None:
+  """The command ranges of `families` or `panel`: (low, high) pairs, intervals > 0."""
+  for name in ("command_vx", "command_vy", "command_yaw_rate", "command_resample_seconds"):
+    _check_range(f"{section}.{name}", getattr(ranges, name))
+  if ranges.command_resample_seconds[0] <= 0:
+    _fail(f"{section}.command_resample_seconds", ranges.command_resample_seconds,
+          "both ends must be > 0")
 
 
 def _validate_families(config: TrainConfig) -> None:
   fam = config.families
   count = fam.num_train_families
-  if not isinstance(count, int) or count <= 0:
-    _fail("families.num_train_families", count, "it must be a positive integer")
+  _check_positive_int("families.num_train_families", count)
   if config.num_envs % count:
     _fail("num_envs", config.num_envs,
           f"it must be divisible by families.num_train_families={count} (env i belongs to "
@@ -542,15 +600,12 @@ def _validate_families(config: TrainConfig) -> None:
       _fail("families.train_family_seeds", seeds, "seeds must be non-negative integers")
     if len(set(seeds)) != len(seeds):
       _fail("families.train_family_seeds", seeds, "seeds must be distinct")
-  for name in ("command_vx", "command_vy", "command_yaw_rate", "spawn_yaw"):
-    _check_range(f"families.{name}", getattr(fam, name))
-  for name in ("command_resample_seconds", "friction", "joint_friction", "motor_strength",
-               "push_force", "action_delay_steps"):
+  _validate_commands("families", fam)
+  _check_range("families.spawn_yaw", fam.spawn_yaw)
+  for name in ("friction", "joint_friction", "motor_strength", "push_force",
+               "action_delay_steps"):
     _check_range(f"families.{name}", getattr(fam, name), nonnegative=True)
   _check_range("families.payload_mass", fam.payload_mass)
-  if fam.command_resample_seconds[0] <= 0:
-    _fail("families.command_resample_seconds", fam.command_resample_seconds,
-          "both ends must be > 0")
   if fam.friction[0] <= 0 or fam.motor_strength[0] <= 0:
     bad = "friction" if fam.friction[0] <= 0 else "motor_strength"
     _fail(f"families.{bad}", getattr(fam, bad), "both ends must be > 0")
@@ -574,9 +629,7 @@ def _validate_panel(config: TrainConfig) -> None:
     _fail("panel.strata", panel.strata,
           f"it must be a non-empty tuple of distinct names from {', '.join(STRATA)}")
   for name in ("families_per_stratum", "envs_per_family"):
-    value = getattr(panel, name)
-    if not isinstance(value, int) or value <= 0:
-      _fail(f"panel.{name}", value, "it must be a positive integer")
+    _check_positive_int(f"panel.{name}", getattr(panel, name))
   if not isinstance(panel.every_chunks, int) or panel.every_chunks < 0:
     _fail("panel.every_chunks", panel.every_chunks, "it must be an integer >= 0 (0: at the end only)")
   for name in ("episode_seconds", "push_force", "push_seconds", "success_lin_vel_error",
@@ -586,12 +639,7 @@ def _validate_panel(config: TrainConfig) -> None:
     _fail("panel.slope_degrees", panel.slope_degrees, "it must be in [0, 90)")
   if not isinstance(panel.pushes_per_episode, int) or panel.pushes_per_episode <= 0:
     _fail("panel.pushes_per_episode", panel.pushes_per_episode, "it must be a positive integer")
-  for name in ("command_vx", "command_vy", "command_yaw_rate"):
-    _check_range(f"panel.{name}", getattr(panel, name))
-  _check_range("panel.command_resample_seconds", panel.command_resample_seconds)
-  if panel.command_resample_seconds[0] <= 0:
-    _fail("panel.command_resample_seconds", panel.command_resample_seconds,
-          "both ends must be > 0")
+  _validate_commands("panel", panel)
   _check_positive("panel.nominal_friction", panel.nominal_friction)
   if panel.nominal_joint_friction < 0:
     _fail("panel.nominal_joint_friction", panel.nominal_joint_friction, "it must be >= 0")
@@ -624,9 +672,7 @@ def _validate_audit_and_report(config: TrainConfig) -> None:
   if not 0 < audit.dominant_share <= 1:
     _fail("audit.dominant_share", audit.dominant_share, "it must be in (0, 1]")
   for name in ("video_width", "video_height", "video_fps"):
-    value = getattr(report, name)
-    if not isinstance(value, int) or value <= 0:
-      _fail(f"report.{name}", value, "it must be a positive integer")
+    _check_positive_int(f"report.{name}", getattr(report, name))
   if not isinstance(report.video_every_chunks, int) or report.video_every_chunks < 0:
     _fail("report.video_every_chunks", report.video_every_chunks,
           "it must be an integer >= 0 (0: videos only at the end of the run)")

@@ -363,11 +363,7 @@ def resume_config(run_dir: pathlib.Path, cli_config: config_lib.TrainConfig,
   else:
     wanted = copy.deepcopy(saved)
     for field, value in overrides.items():
-      *parents, name = field.split(".")
-      target = wanted
-      for parent in parents:
-        target = getattr(target, parent)
-      setattr(target, name, value)
+      config_lib.set_field(wanted, field, value)
   changes = config_lib.computation_changes(saved, wanted)
   if changes:
     listed = "\n".join(f"  {field}: {old!r} -> {new!r}" for field, old, new in changes)
@@ -380,14 +376,9 @@ def resume_config(run_dir: pathlib.Path, cli_config: config_lib.TrainConfig,
 
 def _overrides() -> dict[str, Any]:
   """{dotted field: value} of each `--config.<field>` given on the command line."""
-  overrides = {}
-  for name in flags.FLAGS:
-    if name.startswith("config.") and flags.FLAGS[name].present:
-      value = _CONFIG.value
-      for part in name[len("config."):].split("."):
-        value = getattr(value, part)
-      overrides[name[len("config."):]] = value
-  return overrides
+  paths = [name[len("config."):] for name in flags.FLAGS
+           if name.startswith("config.") and flags.FLAGS[name].present]
+  return {path: config_lib.get_field(_CONFIG.value, path) for path in paths}
 
 
 def main(argv: list[str]) -> None:

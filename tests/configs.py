@@ -23,11 +23,7 @@ def with_changes(**changes) -> config_lib.TrainConfig:
   """The default config with top-level or dotted-path fields changed (`panel__seed=3`)."""
   cfg = config_lib.default()
   for path, value in changes.items():
-    *parents, leaf = path.split("__")
-    target = cfg
-    for parent in parents:
-      target = getattr(target, parent)
-    setattr(target, leaf, value)
+    config_lib.set_field(cfg, path.replace("__", "."), value)
   return cfg
 
 

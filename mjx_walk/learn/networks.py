@@ -25,14 +25,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from mjx_walk import config as config_lib
+
 PyTree = Any
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "elu": nn.elu,
-    "relu": nn.relu,
-    "tanh": nn.tanh,
-    "swish": nn.swish,
-}
+    name: getattr(nn, name) for name in config_lib.ACTIVATIONS}
+"""Flax's function of each activation name `config.NetworkConfig.activation` accepts."""
 
 # Floor on the policy std. exp(log_std) is positive already; the floor stops
 # log_prob's 1/std^2 from exploding if one bad update drives log_std very low.
@@ -282,7 +281,7 @@ def entropy(std: jax.Array) -> jax.Array:
   return jnp.sum(0.5 + 0.5 * _LOG_2PI + jnp.log(std), axis=-1)  # [...]
 
 
-def from_config(config: Any, action_size: int) -> ActorCritic:
+def from_config(config: config_lib.TrainConfig, action_size: int) -> ActorCritic:
   """The actor-critic a run's `config.network` describes, for `action_size` actions."""
   net = config.network
   return make_actor_critic(

@@ -146,7 +146,8 @@ def _uniform(rng: np.random.Generator, bounds: Sequence[float]) -> float:
   return float(rng.uniform(bounds[0], bounds[1]))
 
 
-def _command_schedule(rng: np.random.Generator, ranges: Any, episode_seconds: float
+def _command_schedule(rng: np.random.Generator, ranges: config_lib.CommandRanges,
+                      episode_seconds: float
                       ) -> tuple[tuple[float, ...], tuple[tuple[float, float, float], ...]]:
   """Start times and commands covering one episode; the number of entries is fixed by the
   shortest resample interval, so every family of a panel has the same shape."""
