@@ -24,6 +24,7 @@ last checkpoint.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pathlib
 import signal
 import threading
@@ -206,6 +207,117 @@ def _diverged(folder: run_folder.RunFolder, log: ledger.Ledger, update: int,
       f"nothing of the diverged state; {then}.", update, quantities, last)
 
 
+@dataclasses.dataclass(frozen=True)
+class Due:
+  """What the host loop does after one chunk."""
+
+  evaluate: bool = False
+  """Run the held-out panel and write its record."""
+  videos: bool = False
+  """With the evaluation, save one traced episode per stratum and render them."""
+  save: bool = False
+  """Save a checkpoint (with the evaluation, if one ran, so the best one is kept)."""
+  last: bool = False
+  """The run's last chunk: evaluate with videos, save, then the report."""
+
+
+@dataclasses.dataclass
+class Schedule:
+  """Answers "evaluate, render, save or stop after chunk k?" for one run.
+
+  The held-out panel runs every `panel.every_chunks` chunks, every `report.video_every_chunks`
+  (then with videos) and, with `eval_every_seconds`, whenever that much wall-clock time has
+  passed since the last evaluation. A checkpoint goes with every evaluation and every
+  `checkpoint.every_chunks` chunks. The last chunk is the config's last one, or the first to end
+  past `wall_budget_seconds` of the run; it evaluates with videos and saves. After a stop
+  request nothing more is evaluated; the host loop saves and returns.
+  """
+
+  config: config_lib.TrainConfig
+  wall_budget_seconds: float | None = None
+  eval_every_seconds: float | None = None
+  last_evaluation: float = 0.0
+  """Wall-clock time (`time.perf_counter`) of the last evaluation, or of the schedule's start."""
+
+  def after_chunk(self, chunk: int, now: float, run_seconds: float,
+                  stop_requested: bool) -> Due:
+    """What to do after 0-based chunk `chunk`, at `now`, `run_seconds` into the run."""
+    if stop_requested:
+      return Due(save=True)
+    done = chunk + 1
+    if done == self.config.num_chunks or (
+        self.wall_budget_seconds is not None and run_seconds >= self.wall_budget_seconds):
+      return Due(evaluate=True, videos=True, save=True, last=True)
+    every = lambda n: bool(n) and done % n == 0
+    videos = every(self.config.report.video_every_chunks)
+    evaluate = videos or every(self.config.panel.every_chunks) or (
+        self.eval_every_seconds is not None
+        and now - self.last_evaluation >= self.eval_every_seconds)
+    if evaluate:
+      self.last_evaluation = now
+    return Due(evaluate=evaluate, videos=videos,
+               save=evaluate or every(self.config.checkpoint.every_chunks))
+
+
+def _open_run(config: config_lib.TrainConfig, manifest: families.Manifest,
+              run_dir: pathlib.Path | str | None, resume: bool
+              ) -> tuple[run_folder.RunFolder, trainer_lib.Trainer, trainer_lib.Carry, float]:
+  """The run folder, the trainer and the carry to start from, and the seconds already run.
+
+  A new run claims its folder only after the trainer is built (nothing compiles yet), so that
+  nothing is left behind if building it fails; a resume checks there is a checkpoint first.
+  """
+  if resume:
+    folder = run_folder.RunFolder.open(run_dir)
+    if not checkpoint.steps(folder.root):
+      raise checkpoint.CheckpointError(
+          f"--resume={folder.root}: there is no checkpoint in {folder.checkpoints}")
+  elif run_dir is not None:
+    run_folder.RunFolder(pathlib.Path(run_dir)).refuse_existing()
+  trainer = trainer_lib.make_trainer(config, manifest=manifest)
+  if resume:
+    carry, seconds_before = _resume(folder, config, manifest, trainer)
+  else:
+    folder = run_folder.RunFolder.create(run_dir, config, manifest)
+    carry, seconds_before = trainer.init(jax.random.key(config.seed)), 0.0
+  return folder, trainer, carry, seconds_before
+
+
+def _record_chunk(metrics: dict, config: config_lib.TrainConfig, folder: run_folder.RunFolder,
+                  log: ledger.Ledger, saver: checkpoint.Checkpointer, *, first_update: int,
+                  sps: float, wall_seconds: float) -> None:
+  """Appends a chunk's update records to the ledger and writes its early-end traces.
+
+  Raises:
+    Diverged: an update of the chunk went non-finite. The records up to it are written, then a
+      `divergence` record; the saver is closed and nothing of the chunk is saved.
+  """
+  records = records_lib.update_records(
+      metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
+      wall_seconds=wall_seconds, device_memory=records_lib.current_device_memory())
+  divergence = trainer_lib.first_divergence(metrics)
+  if divergence is not None:
+    k, quantities = divergence
+    for record in records[:k + 1]:
+      log.write(record)
+    saver.close()
+    raise _diverged(folder, log, first_update + k + 1, quantities)
+  trace_files.write_early_ends(folder.root, metrics, first_update, config.audit.max_traces)
+  for record in records:
+    log.write(record)
+
+
+def _save(saver: checkpoint.Checkpointer, carry: trainer_lib.Carry, run_start: float,
+          evaluation: dict | None) -> pathlib.Path:
+  """Saves a checkpoint and prints where, how big and how long it took."""
+  start = time.perf_counter()
+  path = saver.save(carry, wall_seconds=time.perf_counter() - run_start, evaluation=evaluation)
+  size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+  print(f"checkpoint {path} ({size / 1e6:.1f} MB, saved in "
+        f"{time.perf_counter() - start:.2f} s)", flush=True)
+  return path
+
+
 def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
         resume: bool = False, *, wall_budget_seconds: float | None = None,
         eval_every_seconds: float | None = None) -> pathlib.Path:
@@ -236,31 +348,16 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
     Diverged: an update went non-finite; nothing of it was saved.
   """
   manifest = _check_before_writing(config)
-  if resume:
-    folder = run_folder.RunFolder.open(run_dir)
-    if not checkpoint.steps(folder.root):
-      raise checkpoint.CheckpointError(
-          f"--resume={folder.root}: there is no checkpoint in {folder.checkpoints}")
-  elif run_dir is not None:
-    run_folder.RunFolder(pathlib.Path(run_dir)).refuse_existing()
-
-  # The trainer is built (nothing compiles yet) before a new folder is claimed, so that nothing
-  # is left behind if building it fails.
-  trainer = trainer_lib.make_trainer(config, manifest=manifest)
-  if resume:
-    carry, seconds_before = _resume(folder, config, manifest, trainer)
-  else:
-    folder = run_folder.RunFolder.create(run_dir, config, manifest)
-    carry, seconds_before = trainer.init(jax.random.key(config.seed)), 0.0
+  folder, trainer, carry, seconds_before = _open_run(config, manifest, run_dir, resume)
   recipe = records_lib.recipe(config, manifest)
   print(f"run folder: {folder.root}")
   print(ledger.format_recipe(recipe), flush=True)
 
   evaluator = panel.make_evaluator(config, manifest, trainer.networks)
   run_start = time.perf_counter() - seconds_before
-  last_eval_time = time.perf_counter()
+  schedule = Schedule(config, wall_budget_seconds, eval_every_seconds,
+                      last_evaluation=time.perf_counter())
   total = config.num_chunks * config.env_steps_per_chunk
-  every = config.panel.every_chunks
   first_chunk = int(carry.train.update_step) // config.updates_per_chunk
   saver = checkpoint.Checkpointer(folder.root, config, manifest)
   last_eval = None
@@ -272,58 +369,33 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
       carry, metrics = trainer.train_chunk(carry)
       metrics = jax.device_get(metrics)  # waits for the chunk; the only host sync per chunk
       seconds = time.perf_counter() - start
-      divergence = trainer_lib.first_divergence(metrics)
       sps = config.env_steps_per_chunk / seconds
-      records = records_lib.update_records(
-          metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
-          wall_seconds=time.perf_counter() - run_start,
-          device_memory=records_lib.current_device_memory())
-      if divergence is not None:
-        k, quantities = divergence
-        for record in records[:k + 1]:
-          log.write(record)
-        saver.close()
-        raise _diverged(folder, log, first_update + k + 1, quantities)
-      trace_files.write_early_ends(folder.root, metrics, first_update, config.audit.max_traces)
-      for record in records:
-        log.write(record)
+      _record_chunk(metrics, config, folder, log, saver, first_update=first_update, sps=sps,
+                    wall_seconds=time.perf_counter() - run_start)
       steps = trainer_lib.env_steps(carry.train, config)
       line = format_progress(steps, total, sps, records_lib.summarize(metrics))
-      if chunk == first_chunk:
-        line += f"  (includes compile: {seconds:.0f} s)"
-      print(line, flush=True)
+      print(line + (f"  (includes compile: {seconds:.0f} s)" if chunk == first_chunk else ""),
+            flush=True)
+
       now = time.perf_counter()
-      last = chunk + 1 == config.num_chunks or (
-          wall_budget_seconds is not None and now - run_start >= wall_budget_seconds)
-      video_every = config.report.video_every_chunks
-      videos_due = bool(video_every) and (chunk + 1) % video_every == 0
-      due = videos_due or (every and (chunk + 1) % every == 0) or (
-          eval_every_seconds is not None and now - last_eval_time >= eval_every_seconds)
+      due = schedule.after_chunk(chunk, now, now - run_start, stop.requested)
       evaluation = None
-      if due and not last and not stop.requested:
-        last_eval_time = now
-        evaluation = _evaluate(evaluator, carry, config, folder, run_start, log, videos_due)
-        print(f"held-out panel at {steps:,} env steps:\n"
-              f"{ledger.format_eval_table(evaluation)}", flush=True)
+      if due.evaluate:
+        evaluation = _evaluate(evaluator, carry, config, folder, run_start, log, due.videos)
+        if not due.last:
+          print(f"held-out panel at {steps:,} env steps:\n"
+                f"{ledger.format_eval_table(evaluation)}", flush=True)
+      # A stop that arrives during the evaluation still saves this chunk and returns.
+      if due.save or stop.requested:
+        path = _save(saver, carry, run_start, evaluation)
+      if due.last:
+        last_eval = evaluation
+        break
       if stop.requested:
-        path = saver.save(carry, wall_seconds=time.perf_counter() - run_start)
         saver.close()
         print(f"stopped at update {int(carry.train.update_step)} ({steps:,} env steps); "
               f"checkpoint {path}.\nresume with: python -m mjx_walk.train --resume={folder.root}")
         return folder.root
-      if last:
-        evaluation = _evaluate(evaluator, carry, config, folder, run_start, log, videos=True)
-        last_eval = evaluation
-      # A checkpoint goes with every evaluation, so the best one by held-out score is on disk.
-      if last or evaluation is not None or (chunk + 1) % config.checkpoint.every_chunks == 0:
-        save_start = time.perf_counter()
-        path = saver.save(carry, wall_seconds=time.perf_counter() - run_start,
-                          evaluation=evaluation)
-        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-        print(f"checkpoint {path} ({size / 1e6:.1f} MB, saved in "
-              f"{time.perf_counter() - save_start:.2f} s)", flush=True)
-      if last:
-        break
   saver.close()
   if last_eval is not None:
     print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
