@@ -1,0 +1,135 @@
+"""Tests for the package's layering (docs/architecture.md): imports run one way, and the light
+entry points stay light.
+
+Catches a module that imports from a layer above it (anywhere in the file, in a function or
+under TYPE_CHECKING), a ledger reader that loads JAX or MuJoCo, a config file that loads MuJoCo,
+and a deployed policy that drags in the trainer or the audit.
+"""
+
+import ast
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+from absl.testing import absltest
+import jax
+
+import configs
+from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.run import checkpoint
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "mjx_walk"
+
+LAYERS = {"config": 0, "sim": 1, "learn": 2, "run": 3, "analysis": 4}
+"""Layer of each top-level name of the package; anything else (the commands `train`,
+`evaluate`, `report`, `ledger`, and `cli`, `__init__`) is the top layer."""
+TOP = 5
+
+
+def _module_name(path: pathlib.Path) -> str:
+  parts = path.relative_to(REPO).with_suffix("").parts
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> int:
+  """Layer of a dotted module name inside the package (`mjx_walk.sim.env` -> 1)."""
+  parts = module.split(".")
+  return LAYERS.get(parts[1], TOP) if len(parts) > 1 else TOP
+
+
+def _imported(path: pathlib.Path) -> set[str]:
+  """Every mjx_walk module a file imports, anywhere in it."""
+  names = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      names.update(alias.name for alias in node.names if alias.name.startswith("mjx_walk"))
+    elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mjx_walk"):
+      # `from mjx_walk.sim import env` imports mjx_walk.sim.env; `from mjx_walk import config`
+      # imports mjx_walk.config.
+      names.update(f"{node.module}.{alias.name}" for alias in node.names)
+  return names
+
+
+def _run_python(code: str) -> dict:
+  done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                        text=True, timeout=300, cwd=REPO, check=False)
+  if done.returncode:
+    raise AssertionError(done.stderr)
+  return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class LayeringTest(absltest.TestCase):
+
+  def test_the_layer_table_knows_every_subpackage(self):
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    self.assertEqual(subpackages, set(LAYERS) - {"config"})
+
+  def test_no_module_imports_from_a_layer_above_it(self):
+    upward = []
+    files = sorted(PACKAGE.rglob("*.py"))
+    self.assertGreater(len(files), 20)
+    for path in files:
+      importer = _module_name(path)
+      for imported in _imported(path):
+        if _layer(imported) > _layer(importer):
+          upward.append(f"{importer} imports {imported}")
+    self.assertEqual(upward, [])
+
+  def test_the_checker_sees_an_upward_import(self):
+    # The check above must be able to fail: a sim module importing the trainer is upward.
+    self.assertGreater(_layer("mjx_walk.learn.trainer"), _layer("mjx_walk.sim.env"))
+    self.assertGreater(_layer("mjx_walk.analysis.report"), _layer("mjx_walk.run.checkpoint"))
+    self.assertGreater(_layer("mjx_walk.train"), _layer("mjx_walk.analysis.panel"))
+    self.assertEqual(_imported(PACKAGE / "run" / "policy.py") & {"mjx_walk.learn.trainer"},
+                     set())
+
+
+class LightImportsTest(absltest.TestCase):
+
+  def test_reading_a_ledger_loads_no_jax_or_mujoco(self):
+    loaded = _run_python("""
+        import json, sys
+        from mjx_walk.run import ledger
+        import mjx_walk.ledger
+        print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "mujoco"))))
+        """)
+    self.assertEqual(loaded, [])
+
+  def test_a_config_file_loads_no_mujoco(self):
+    loaded = _run_python(f"""
+        import json, sys
+        from mjx_walk import config
+        cfg = config.validate(config.load_file({str(REPO / "experiments" / "go2_flat.py")!r}))
+        print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "mujoco")))
+        """)
+    self.assertEqual(loaded, [])
+
+  def test_loading_a_policy_imports_no_trainer_or_audit(self):
+    cfg = configs.tiny()
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(0))
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    saver = checkpoint.Checkpointer(run_dir, cfg, trainer.manifest)
+    saver.save(carry, wall_seconds=0.0)
+    saver.close()
+    loaded = _run_python(f"""
+        import json, sys
+        import numpy as np
+        from mjx_walk.run import policy
+        pol = policy.load({str(run_dir)!r})
+        action = pol.act(np.zeros(pol.observation_spec.shape, np.float32))
+        print(json.dumps({{"modules": sorted(m for m in sys.modules if m.startswith("mjx_walk")),
+                          "action": list(action.shape)}}))
+        """)
+    self.assertEqual(loaded["action"], [trainer.env.action_size])
+    self.assertIn("mjx_walk.run.policy", loaded["modules"])
+    for heavy in ("mjx_walk.learn.trainer", "mjx_walk.learn.audit", "mjx_walk.learn.ppo",
+                  "mjx_walk.analysis.panel"):
+      self.assertNotIn(heavy, loaded["modules"])
+
+
+if __name__ == "__main__":
+  absltest.main()
