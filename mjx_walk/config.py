@@ -103,7 +103,7 @@ class FamilyConfig(CommandRanges):
   (the command ranges are `CommandRanges`').
 
   A family's seed fixes its spawn pose, its command schedule and one domain-randomization draw
-  (see `mjx_walk.families`); env i belongs to family i % num_train_families.
+  (see `mjx_walk.sim.families`); env i belongs to family i % num_train_families.
   """
 
   num_train_families: int = 128
@@ -191,7 +191,7 @@ class PanelConfig(CommandRanges):
 
 @dataclasses.dataclass
 class RewardConfig:
-  """Scales of the named reward terms (see `mjx_walk.rewards`), per second of control.
+  """Scales of the named reward terms (see `mjx_walk.sim.rewards`), per second of control.
 
   The per-step reward is sum(scale * term) * control_dt, so a scale reads as a rate and does not
   change meaning when the control frequency does. A scale of 0 removes the term (and its cost).
@@ -275,7 +275,7 @@ class PPOConfig:
 
 @dataclasses.dataclass
 class AuditConfig:
-  """The batch audits (see `mjx_walk.audit`): what counts as an event, and when to flag it."""
+  """The batch audits (see `mjx_walk.learn.audit` and `mjx_walk.analysis.flags`): what counts as an event, and when to flag it."""
 
   early_end_steps: int = 10
   """An episode that terminates within this many control steps is flagged as an early end."""
@@ -297,7 +297,7 @@ class AuditConfig:
 
 @dataclasses.dataclass
 class ReportConfig:
-  """Pictures of a run (see `mjx_walk.report`)."""
+  """Pictures of a run (see `mjx_walk.analysis.report`)."""
 
   video_every_chunks: int = 0
   """Also render held-out episodes every this many chunks (0: only at the end of the run)."""
@@ -309,7 +309,7 @@ class ReportConfig:
 
 @dataclasses.dataclass
 class CheckpointConfig:
-  """When a run saves itself (see `mjx_walk.checkpoint`)."""
+  """When a run saves itself (see `mjx_walk.run.checkpoint`)."""
 
   every_chunks: int = 10
   """Save every this many chunks; the run also saves at its end and when stopped."""

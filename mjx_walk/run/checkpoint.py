@@ -8,7 +8,7 @@ touches the previous checkpoint). Its items:
   train     the full `TrainState`: parameters, optimizer state, normalizer with its count, PRNG
             key and update counter (env steps = update counter x batch size)
   env       the batched `EnvState`, so a resumed run continues the same episodes bit for bit
-  policy    the actor parameters and the normalizer alone, for `mjx_walk.policy`
+  policy    the actor parameters and the normalizer alone, for `mjx_walk.run.policy`
   manifest  the seed-family manifest (JSON), checked against its hash on restore
   config    the resolved config (JSON)
   progress  update, env steps, wall-clock seconds and the held-out score, for people (JSON)

@@ -4,9 +4,9 @@ evaluation records.
   runs/<name>/
     config.json                 the resolved config (a resume records its resumable changes)
     manifest.json               the seed-family manifest, written once when the run is created
-    ledger.jsonl                the rollout ledger (`mjx_walk.ledger`)
+    ledger.jsonl                the rollout ledger (`mjx_walk.run.ledger`)
     ledger.dropped.jsonl        records a resume rewound past, moved out of the ledger
-    checkpoints/<update>/       Orbax checkpoints (`mjx_walk.checkpoint`)
+    checkpoints/<update>/       Orbax checkpoints (`mjx_walk.run.checkpoint`)
     checkpoints_unreadable/     checkpoints a resume fell back past, moved aside, never deleted
     eval/<update>.json          each held-out evaluation record
     eval/<update>_traces.npz    one traced episode per stratum of an evaluation
@@ -32,11 +32,12 @@ import pathlib
 from typing import Any
 
 from mjx_walk import config as config_lib
+from mjx_walk.run import ledger
 from mjx_walk.sim import families
 
 CONFIG = "config.json"
 MANIFEST = "manifest.json"
-LEDGER = "ledger.jsonl"
+LEDGER = ledger.FILENAME
 DROPPED_LEDGER = "ledger.dropped.jsonl"
 CHECKPOINTS = "checkpoints"
 UNREADABLE_CHECKPOINTS = "checkpoints_unreadable"

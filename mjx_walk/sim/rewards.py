@@ -1,6 +1,6 @@
 """Reward terms for joystick locomotion, each a small pure function of one env's quantities.
 
-Every term returns an unscaled float32 scalar. `mjx_walk.env` evaluates them into a
+Every term returns an unscaled float32 scalar. `mjx_walk.sim.env` evaluates them into a
 `dict[str, Array]` keyed by the names in `RewardConfig`, multiplies each by its scale and the
 control period, and reports every scaled term separately, so that a total built from shaping terms
 cannot hide a policy that stands still.
