@@ -275,7 +275,8 @@ class PPOConfig:
 
 @dataclasses.dataclass
 class AuditConfig:
-  """The batch audits (see `mjx_walk.learn.audit` and `mjx_walk.analysis.flags`): what counts as an event, and when to flag it."""
+  """The batch audits (see `mjx_walk.learn.audit` and `mjx_walk.analysis.flags`): what counts
+  as an event, and when to flag it."""
 
   early_end_steps: int = 10
   """An episode that terminates within this many control steps is flagged as an early end."""
