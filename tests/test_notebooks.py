@@ -13,6 +13,7 @@ import nbclient
 import nbformat
 
 import configs
+from mjx_walk.run import ledger
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -57,8 +58,8 @@ def test_quickstart_runs_top_to_bottom(tmp_path):
   # The run folder is the notebook's: its ledger holds the 6 updates of the tiny config, and the
   # cells printed this run's recipe and its final evaluation.
   records = [json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
-  updates = [r for r in records if r["kind"] == "update"]
-  evals = [r for r in records if r["kind"] == "eval"]
+  updates = ledger.of_kind(records, "update")
+  evals = ledger.of_kind(records, "eval")
   assert [r["update"] for r in updates] == list(range(1, 7))
   assert [r["update"] for r in evals] == [4, 6]
   printed = "\n".join(_text(c) for c in executed.cells if c.cell_type == "code")
