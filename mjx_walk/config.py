@@ -386,23 +386,33 @@ def get_field(config: TrainConfig, path: str) -> Any:
   """The value of a dotted field path, e.g. `get_field(cfg, "ppo.learning_rate")`.
 
   Raises:
-    AttributeError: naming the path, when a part of it is not a field.
+    AttributeError: naming the whole path, when a part of it is not a field.
   """
-  target = config
-  for part in path.split("."):
-    if not dataclasses.is_dataclass(target) or part not in _field_names(target):
-      raise AttributeError(f"config.{path} is not a config field")
-    target = getattr(target, part)
-  return target
+  section, name = _parent(config, path)
+  return getattr(section, name)
 
 
 def set_field(config: TrainConfig, path: str, value: Any) -> None:
-  """Sets a dotted field path in place (before `validate`; nothing mutates a validated config)."""
-  *parents, name = path.split(".")
-  section = get_field(config, ".".join(parents)) if parents else config
-  if name not in _field_names(section):
-    raise AttributeError(f"config.{path} is not a config field")
+  """Sets a dotted field path in place (before `validate`; nothing mutates a validated config).
+
+  Raises:
+    AttributeError: naming the whole path, when a part of it is not a field.
+  """
+  section, name = _parent(config, path)
   setattr(section, name, value)
+
+
+def _parent(config: TrainConfig, path: str) -> tuple[Any, str]:
+  """(the section holding the last part of `path`, that part's name)."""
+  *parents, name = path.split(".")
+  section = config
+  for part in parents:
+    if not dataclasses.is_dataclass(section) or part not in _field_names(section):
+      raise AttributeError(f"config.{path} is not a config field")
+    section = getattr(section, part)
+  if not dataclasses.is_dataclass(section) or name not in _field_names(section):
+    raise AttributeError(f"config.{path} is not a config field")
+  return section, name
 
 
 def flat_fields(config: TrainConfig) -> dict[str, Any]:

@@ -50,6 +50,9 @@ LAYOUT = ("tests/test_checkpoint.py::SaveRestoreTest::test_other_network_sizes_a
           "naming_the_field_and_the_leaves",)
 RUN_FOLDER = ("tests/test_run_folder.py",)
 FINITE = ("tests/test_config.py::ValidateTest",)
+SCHEDULE = ("tests/test_train_schedule.py",)
+LAYERS = ("tests/test_layers.py",)
+CONFIG = ("tests/test_config.py",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +146,20 @@ MUTANTS = (
            "    if True:\n      return\n", RUN_FOLDER),
     Mutant("nan_accepted", "mjx_walk/config.py",
            "  _check_finite(config)\n", "", FINITE),
+    # The renovation's structure: the host loop's schedule one chunk late, an upward import, a
+    # ledger that loads JAX, the panel's command ranges left unvalidated, and a dotted path set
+    # on the wrong section.
+    Mutant("schedule_one_chunk_late", "mjx_walk/train.py",
+           "    done = chunk + 1\n", "    done = chunk\n", SCHEDULE),
+    Mutant("sim_imports_upward", "mjx_walk/sim/rewards.py",
+           "import jax.numpy as jnp\n",
+           "import jax.numpy as jnp\n\nfrom mjx_walk.run import ledger  # noqa\n", LAYERS),
+    Mutant("ledger_loads_jax", "mjx_walk/run/ledger.py",
+           "import numpy as np\n", "import jax  # noqa\nimport numpy as np\n", LAYERS),
+    Mutant("panel_commands_unvalidated", "mjx_walk/config.py",
+           "  _validate_commands(\"panel\", panel)\n", "", CONFIG),
+    Mutant("dotted_path_sets_the_top_level", "mjx_walk/config.py",
+           "    section = getattr(section, part)\n", "", CONFIG),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

@@ -278,5 +278,53 @@ class LoadFileTest(absltest.TestCase):
     self.assertTrue(dataclasses.is_dataclass(a))
 
 
+class FieldPathTest(absltest.TestCase):
+  """The one walker of dotted field paths (the CLI's overrides, resume and the tests use it)."""
+
+  def test_get_and_set_by_dotted_path(self):
+    cfg = config_lib.default()
+    config_lib.set_field(cfg, "ppo.learning_rate", 3e-4)
+    config_lib.set_field(cfg, "panel.command_vx", (0.0, 0.5))
+    config_lib.set_field(cfg, "seed", 7)
+    self.assertEqual(cfg.ppo.learning_rate, 3e-4)
+    self.assertEqual(cfg.panel.command_vx, (0.0, 0.5))
+    self.assertEqual(cfg.families.command_vx, (-1.0, 1.0))  # the other section's own ranges
+    self.assertEqual(cfg.seed, 7)
+    self.assertEqual(config_lib.get_field(cfg, "ppo.learning_rate"), 3e-4)
+    self.assertIs(config_lib.get_field(cfg, "network"), cfg.network)
+
+  def test_unknown_paths_are_named(self):
+    cfg = config_lib.default()
+    for path in ("ppo.learning_rat", "nope.seed", "seed.x", "network.actor_hidden_sizes.0"):
+      with self.assertRaisesRegex(AttributeError, rf"config\.{re.escape(path)} is not a config"):
+        config_lib.set_field(cfg, path, 1)
+    with self.assertRaisesRegex(AttributeError, r"config\.ppo\.gama is not a config field"):
+      config_lib.get_field(cfg, "ppo.gama")
+    self.assertEqual(cfg, config_lib.default())  # nothing was set
+
+  def test_flat_fields_lists_every_leaf_field_once(self):
+    flat = config_lib.flat_fields(config_lib.default())
+    self.assertEqual(flat["ppo.learning_rate"], 1e-3)
+    self.assertEqual(flat["families.command_resample_seconds"], (5.0, 10.0))
+    self.assertEqual(flat["panel.command_yaw_rate"], (-0.5, 0.5))
+    self.assertEqual(flat["num_envs"], 512)
+    # Every dataclass field that is not itself a section, counted independently of flat_fields.
+    def count(section):
+      return sum(count(getattr(section, f.name)) if dataclasses.is_dataclass(
+          getattr(section, f.name)) else 1 for f in dataclasses.fields(section))
+    self.assertLen(flat, count(config_lib.default()))
+    self.assertNotIn("ppo", flat)
+
+  def test_command_ranges_are_one_type_in_both_sections(self):
+    cfg = config_lib.default()
+    self.assertIsInstance(cfg.families, config_lib.CommandRanges)
+    self.assertIsInstance(cfg.panel, config_lib.CommandRanges)
+    names = [f.name for f in dataclasses.fields(config_lib.CommandRanges)]
+    self.assertEqual(names, ["command_vx", "command_vy", "command_yaw_rate",
+                             "command_resample_seconds"])
+    for name in names:  # the same defaults, declared once
+      self.assertEqual(getattr(cfg.families, name), getattr(cfg.panel, name))
+
+
 if __name__ == "__main__":
   absltest.main()
