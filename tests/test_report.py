@@ -173,7 +173,8 @@ class RunReportTest(absltest.TestCase):
   def test_command_names_a_missing_run_folder(self):
     missing = self.run_dir.parent / "no_such_run"
     ran = commands.run_main(report_cli.main, str(missing))
-    self.assertEqual((ran.status, ran.err, ran.out), (1, f"error: no run folder at {missing}\n", ""))
+    self.assertEqual((ran.status, ran.err, ran.out),
+                     (1, f"error: no run folder at {missing}\n", ""))
     self.assertFalse(missing.exists())
 
 

@@ -11,8 +11,8 @@ host.
 
 The same pass also records `EpisodeTraces` of one env per stratum (the first env of the stratum's
 first family): its qpos and command at every control step and how its episode ended, enough to
-render a video of it (`mjx_walk.analysis.videos`). They are a few hundred kilobytes and cost no extra
-compile: `Evaluator.__call__` and `Evaluator.run_with_traces` run the same jitted function.
+render a video of it (`mjx_walk.analysis.videos`). They are a few hundred kilobytes and cost no
+extra compile: `Evaluator.__call__` and `Evaluator.run_with_traces` run the same jitted function.
 
 Per stratum:
   success_rate     share of episodes that did not terminate (no fall, body contact, joint limit or

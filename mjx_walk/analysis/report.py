@@ -67,9 +67,8 @@ def _manifest_section(manifest: families.Manifest, records: Sequence[dict[str, A
 
 def _videos(run_dir: pathlib.Path, update: int | None) -> tuple[int, dict[str, Any]] | None:
   """(update, captions) of the videos rendered for `update` (None: the newest), or None."""
-  found = dict(sorted((int(p.parent.name), p) for p in
-                      run_folder.RunFolder(run_dir).videos_dir().glob(f"*/{videos_lib.CAPTIONS_FILENAME}")
-                      if p.parent.name.isdigit()))
+  captions = run_folder.RunFolder(run_dir).videos_dir().glob(f"*/{videos_lib.CAPTIONS_FILENAME}")
+  found = dict(sorted((int(p.parent.name), p) for p in captions if p.parent.name.isdigit()))
   if not found or (update is not None and update not in found):
     return None
   update = max(found) if update is None else update
@@ -125,7 +124,8 @@ def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
   else:
     video_update, captions = videos
     lines += [f"One held-out episode per stratum, policy of update {video_update} "
-              f"(`{run_folder.VIDEOS}/{video_update}/{videos_lib.CAPTIONS_FILENAME}` has the details).", ""]
+              f"(`{run_folder.VIDEOS}/{video_update}/{videos_lib.CAPTIONS_FILENAME}` has the "
+              "details).", ""]
     for stratum, caption in captions.items():
       link = f"{run_folder.VIDEOS}/{video_update}/{caption['video']}"
       lines.append(f"- [{stratum}]({link}): {videos_lib.format_caption(caption)}")

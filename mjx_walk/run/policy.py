@@ -78,6 +78,7 @@ class Policy:
   """A loaded policy."""
 
   params: PolicyParams
+  """The actor's parameters and the observation statistics, as saved."""
   observation_spec: jax.ShapeDtypeStruct
   """One env's policy observation, [O]."""
   networks: networks.ActorCritic
