@@ -135,24 +135,6 @@ class RunReportTest(absltest.TestCase):
                      + [f"captions {folder / videos.CAPTIONS_FILENAME}",
                         f"report {self.run_dir / 'report.md'}"])
 
-  def test_command_evaluates_a_step_with_traces_and_renders_it(self):
-    ran = commands.run_main(report_cli.main, str(self.run_dir), "--step=2")
-    self.assertEqual((ran.status, ran.err), (0, ""))
-    traces = self.run_dir / "eval" / "2_traces.npz"
-    folder = self.run_dir / run_folder.VIDEOS / "2"
-    # The training loop evaluated update 2 too: the checkpoint's evaluation prints its numbers.
-    table = ledger.format_eval_table(next(
-        r for r in ledger.of_kind(self.records, "eval") if r["update"] == 2)).splitlines()
-    lines = ran.out.splitlines()
-    self.assertEqual(lines[:len(table) + 2], ["evaluating checkpoint 2 with traces...", *table,
-                                              "rendering the traced episodes of update 2..."])
-    self.assertEqual(lines[-len(self.config.panel.strata) - 3:],
-                     [f"traces {traces}"]
-                     + [f"video  {folder / stratum}.mp4" for stratum in self.config.panel.strata]
-                     + [f"captions {folder / videos.CAPTIONS_FILENAME}",
-                        f"report {self.run_dir / 'report.md'}"])
-    self.assertEqual(trace_files.load_eval_traces(traces).update, 2)
-
   def test_command_refuses_a_step_that_is_not_saved(self):
     before = commands.folder_digest(self.run_dir)
     ran = commands.run_main(report_cli.main, str(self.run_dir), "--step=3")
