@@ -46,8 +46,8 @@ def main(argv: list[str]) -> None:
   summary = {}
   for index, (label, run_dir) in enumerate(runs):
     records = ledger.read_run(run_dir)
-    updates = [r for r in records if r["kind"] == "update"]
-    evals = [r for r in records if r["kind"] == "eval" and "flat" in r["strata"]]
+    updates = ledger.of_kind(records, "update")
+    evals = [r for r in ledger.of_kind(records, "eval") if "flat" in r["strata"]]
     color = f"C{index % 10}"
     for col, (update_x, eval_x, scale) in enumerate(
         (("env_steps", "env_steps", 1.0), ("perf/wall_seconds", "wall_seconds", 1 / 60))):

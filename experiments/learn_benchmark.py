@@ -49,8 +49,8 @@ def walks(flat: dict[str, float]) -> bool:
 
 def summarize(records: list[dict]) -> dict:
   """The benchmark's JSON figures from a run's ledger records."""
-  evals = [r for r in records if r["kind"] == "eval"]
-  updates = [r for r in records if r["kind"] == "update"]
+  evals = ledger.of_kind(records, "eval")
+  updates = ledger.of_kind(records, "update")
   first_chunk_sps = updates[0]["perf/sps"] if updates else None
   steady = [r["perf/sps"] for r in updates if r["perf/sps"] != first_chunk_sps]
   walking = [r for r in evals if "flat" in r["strata"] and walks(r["strata"]["flat"])]
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> None:
   # Enough steps never to end before the budget does.
   config.total_env_steps = max(config.total_env_steps, 10**12)
   config_lib.validate(config)
-  run_dir = train.run(config, flags.FLAGS.run_dir, wall_budget_seconds=60 * _BUDGET.value,
+  run_dir = train.run(config, cli.RUN_DIR.value, wall_budget_seconds=60 * _BUDGET.value,
                       eval_every_seconds=60 * _EVAL_EVERY.value)
   result = summarize(ledger.read_run(run_dir))
   result.update(budget_minutes=_BUDGET.value, run_dir=str(run_dir), num_envs=config.num_envs)

@@ -18,7 +18,8 @@ from mjx_walk.analysis import panel
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 
-_PANEL = flags.DEFINE_string("panel", "heldout", f"Panel to evaluate on: {', '.join(panel.PANELS)}.")
+_PANEL = flags.DEFINE_string("panel", "heldout",
+                             f"Panel to evaluate on: {', '.join(panel.PANELS)}.")
 _COMPARE = flags.DEFINE_string(
     "compare", None, "Another run folder whose newest policy is evaluated on this panel.")
 

@@ -13,6 +13,7 @@ from absl import flags
 
 from mjx_walk import cli
 from mjx_walk.analysis import report
+from mjx_walk.analysis import videos
 from mjx_walk.run import checkpoint
 
 _VIDEOS = flags.DEFINE_bool(
@@ -43,7 +44,7 @@ def main(argv: list[str]) -> None:
   for video in built.videos:
     print(f"video  {video}")
   if built.videos:
-    print(f"captions {built.videos[0].parent / report.CAPTIONS_FILENAME}")
+    print(f"captions {built.videos[0].parent / videos.CAPTIONS_FILENAME}")
   print(f"report {built.report}")
 
 

@@ -45,7 +45,9 @@ from mjx_walk.sim import families
 from mjx_walk.run import ledger
 from mjx_walk.analysis import report
 from mjx_walk.analysis import traces as trace_files
+from mjx_walk.analysis import videos as videos_lib
 from mjx_walk.sim import robots
+from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import trainer as trainer_lib
@@ -85,16 +87,18 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
   """Runs the held-out panel, appends the eval record, and writes eval/<update>.json; with
   `videos`, also saves one traced episode per stratum and renders videos/<update>/."""
   update = int(carry.train.update_step)
-  result, traces = evaluator.run_with_traces(carry.train.params, carry.train.normalizer)
+  params = policy_lib.PolicyParams(actor=carry.train.params.actor,
+                                   normalizer=carry.train.normalizer)
+  result, traces = evaluator.run_with_traces(params)
   record = ledger.eval_record(result, update=update, env_steps=update * config.batch_size,
                               wall_seconds=time.perf_counter() - run_start)
   log.write(record)
   folder.write_eval(record)
   if videos:
     start = time.perf_counter()
-    report.save_traces(folder.root, update, traces, evaluator.manifest)
+    trace_files.save_eval_traces(folder.root, update, traces, evaluator.manifest)
     try:
-      rendered = report.render_videos(folder.root, update, config)
+      rendered = videos_lib.render_videos(folder.root, update, config)
     except Exception as error:  # pylint: disable=broad-except
       # Pictures never stop a run: the traces are saved and `python -m mjx_walk.report
       # --videos` renders them later, on a machine with OpenGL.

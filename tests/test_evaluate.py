@@ -1,6 +1,12 @@
-"""Tests for mjx_walk.evaluate: episode accounting on constructed steps, per-stratum metrics on
-constructed episodes, and a deterministic jitted pass over a small panel with the traces of one
-env per stratum."""
+"""Tests for the held-out panel (mjx_walk.analysis.panel) and the `python -m mjx_walk.evaluate`
+command: episode accounting on constructed steps, per-stratum metrics on constructed episodes, a
+deterministic jitted pass over a small panel with the traces of one env per stratum, one compile
+for several policies, and the command's output and refusals, run in-process
+(tests/commands.py)."""
+
+import json
+import pathlib
+import tempfile
 
 from absl.testing import absltest
 import chex
@@ -9,12 +15,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import commands
+import configs
 from mjx_walk import config as config_lib
-from mjx_walk.sim import env as env_lib
+from mjx_walk import evaluate as evaluate_cli
+from mjx_walk import train as train_lib
 from mjx_walk.analysis import panel
-from mjx_walk.sim import families
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
+from mjx_walk.run import ledger
+from mjx_walk.run import policy as policy_lib
+from mjx_walk.run import run_folder
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
 
 R = env_lib.ResetReason
 
@@ -127,14 +140,16 @@ class EvaluatorTest(absltest.TestCase):
                                       critic_hidden_sizes=(16,), activation="elu", init_std=0.5)
     evaluator = panel.make_evaluator(cfg, manifest, nets)
     spec = evaluator.env.observation_spec()
-    params = nets.init(jax.random.key(1), spec["policy"].shape[-1], spec["critic"].shape[-1])
-    norm = normalizer.init(spec)
+    params = policy_lib.PolicyParams(
+        actor=nets.init(jax.random.key(1), spec["policy"].shape[-1],
+                        spec["critic"].shape[-1]).actor,
+        normalizer=normalizer.init(spec))
 
     # The panel's env: noise-free observations and the panel's episode length.
     self.assertEqual(evaluator.env.env_config.obs_noise_scale, 0.0)
     self.assertEqual(evaluator.env.episode_steps, 10)
-    stats, traces = jax.device_get(evaluator.run(params, norm))
-    again = jax.device_get(evaluator.run(params, norm))
+    stats, traces = jax.device_get(evaluator.run(params))
+    again = jax.device_get(evaluator.run(params))
     chex.assert_trees_all_equal((stats, traces), again)
     chex.assert_shape(stats.length, (cfg.panel.num_envs,))
     # Every episode ended, within the panel's length, for a reason.
@@ -142,7 +157,7 @@ class EvaluatorTest(absltest.TestCase):
     self.assertTrue(np.all((stats.length >= 1) & (stats.length <= 10)))
     self.assertTrue(np.all(stats.reason != R.NONE))
 
-    result = evaluator(params, norm)
+    result = evaluator(params)
     self.assertEqual(sorted(result["strata"]), sorted(cfg.panel.strata))
     per_stratum = cfg.panel.families_per_stratum * cfg.panel.envs_per_family
     for metrics in result["strata"].values():
@@ -151,11 +166,22 @@ class EvaluatorTest(absltest.TestCase):
       self.assertBetween(metrics["success_rate"], 0.0, 1.0)
 
     # The traced pass is the same compiled function, and summarizes the same.
-    summary, host_traces = evaluator.run_with_traces(params, norm)
+    summary, host_traces = evaluator.run_with_traces(params)
     self.assertEqual(summary, result)
     chex.assert_trees_all_equal(host_traces, traces)
     self.assertEqual(evaluator.run._cache_size(), 1)  # pylint: disable=protected-access
     self._check_traces(cfg, manifest, evaluator, stats, traces)
+
+    # Other parameters are a traced argument of the same compiled pass: another actor, and the
+    # same actor with other observation statistics, each act otherwise.
+    other_actor = params.replace(actor=nets.init(
+        jax.random.key(2), spec["policy"].shape[-1], spec["critic"].shape[-1]).actor)
+    shifted = params.replace(normalizer=params.normalizer.replace(
+        mean=jax.tree.map(lambda m: m + 0.5, params.normalizer.mean)))
+    for other in (other_actor, shifted):
+      _, other_traces = evaluator.run_with_traces(other)
+      self.assertFalse(np.array_equal(other_traces.qpos, traces.qpos))
+    self.assertEqual(evaluator.run._cache_size(), 1)  # pylint: disable=protected-access
 
   def _check_traces(self, cfg, manifest, evaluator, stats, traces):
     strata, steps, nq = len(cfg.panel.strata), 10, evaluator.env.model.nq
@@ -187,6 +213,66 @@ class EvaluatorTest(absltest.TestCase):
     np.testing.assert_array_equal(traces.gravity, np.asarray(params.gravity)[traces.env_index])
     # After the first step the robot has moved.
     self.assertTrue(np.all(np.abs(traces.qpos[:, 1] - traces.qpos[:, 0]).max(axis=-1) > 0))
+
+
+class EvaluateCommandTest(absltest.TestCase):
+  """`python -m mjx_walk.evaluate` on one small real run (checkpoints 2 and 4, evaluated by the
+  training loop at update 4), trained once."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    root = pathlib.Path(tempfile.mkdtemp(prefix="evaluate_command_"))
+    cls.run_dir = train_lib.run(configs.tiny(panel__every_chunks=2, checkpoint__every_chunks=1),
+                                root / "run")
+
+  def assert_refused(self, ran: commands.Ran, message: str) -> None:
+    self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""))
+
+  def test_the_checkpoint_the_training_loop_evaluated_gives_the_same_record(self):
+    # The newest checkpoint (4) was evaluated by the training loop: the command evaluates the
+    # saved policy by the same code and keeps eval/4.json, writing no 4.1.json.
+    saved = json.loads(run_folder.RunFolder(self.run_dir).eval_path(4).read_text())
+    ran = commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}",
+                            f"--compare={self.run_dir}")
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    self.assertEqual(ran.out, f"{ledger.format_eval_table(saved)}\n"
+                     f"recorded in {self.run_dir / 'eval' / '4.json'}\n"
+                     f"{ledger.format_comparison(saved, saved, (str(self.run_dir),) * 2)}\n")
+    self.assertEqual(sorted(p.name for p in (self.run_dir / "eval").glob("4*.json")),
+                     ["4.json"])
+
+  def test_an_older_step_is_evaluated_and_recorded(self):
+    ran = commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "--step=2")
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    path = self.run_dir / "eval" / "2.json"
+    record = json.loads(path.read_text())
+    self.assertEqual((record["update"], record["panel_hash"]),
+                     (2, ledger.latest(ledger.read_run(self.run_dir), "recipe")["panel_hash"]))
+    self.assertEqual(ran.out, f"{ledger.format_eval_table(record)}\nrecorded in {path}\n")
+
+  def test_refuses_without_a_run_folder(self):
+    self.assert_refused(commands.run_main(evaluate_cli.main),
+                        "give the run to evaluate: --run_dir=runs/<run>")
+
+  def test_refuses_an_unknown_panel(self):
+    self.assert_refused(
+        commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "--panel=rough"),
+        "--panel='rough' is unknown; the panels are heldout (the run's held-out families from "
+        "its manifest)")
+
+  def test_refuses_a_step_that_was_not_saved(self):
+    before = commands.folder_digest(self.run_dir)
+    self.assert_refused(
+        commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "--step=3"),
+        f"no checkpoint at step 3 in {self.run_dir.resolve() / run_folder.CHECKPOINTS}; saved "
+        "steps: [2, 4]")
+    self.assertEqual(commands.folder_digest(self.run_dir), before)
+
+  def test_refuses_a_positional_argument(self):
+    self.assert_refused(
+        commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "extra"),
+        "unexpected arguments: ['extra']")
 
 
 if __name__ == "__main__":

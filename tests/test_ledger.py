@@ -1,4 +1,6 @@
-"""Tests for mjx_walk.ledger: recipe arithmetic, update records, the JSONL file, tables and CLI."""
+"""Tests for the ledger (mjx_walk.run.ledger) and the `python -m mjx_walk.ledger` command: recipe
+arithmetic, update records, the JSONL file, tables, and the command's output and refusals, run
+in-process (tests/commands.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import jax
 import numpy as np
 import pytest
 
+import commands
 from mjx_walk import config as config_lib
 from mjx_walk.run import ledger
 from mjx_walk import ledger as ledger_cli
@@ -262,52 +265,80 @@ def test_format_comparison():
   assert "50.0%" in flat and "87.5%" in flat and "+37.5%" in flat
 
 
-def test_cli_shows_one_run(tmp_path, capsys):
+def test_cli_shows_one_run(tmp_path):
   write_run(tmp_path / "a")
-  ledger_cli.main(["prog", str(tmp_path / "a")])
-  out = capsys.readouterr().out
-  assert "98,304 samples/update" in out
-  assert "last update 2: 196,608 env steps, return -, sps 12,345" in out
-  assert "flat" in out and "slope" in out and "timeout=28 fall=3" in out
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"))
+  assert (ran.status, ran.err) == (0, "")
+  records = ledger.read_run(tmp_path / "a")
+  assert ran.out == (f"{ledger.format_recipe(ledger.latest(records, 'recipe'))}\n"
+                     "last update 2: 196,608 env steps, return -, sps 12,345\n"
+                     f"{ledger.format_eval_table(ledger.latest(records, 'eval'))}\n")
+  assert "98,304 samples/update" in ran.out
+  assert "flat" in ran.out and "slope" in ran.out and "timeout=28 fall=3" in ran.out
 
 
-def test_cli_without_evaluation(tmp_path, capsys):
+def test_cli_without_evaluation(tmp_path):
   write_run(tmp_path / "a", with_eval=False)
-  ledger_cli.main(["prog", str(tmp_path / "a")])
-  assert "no evaluation yet" in capsys.readouterr().out
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"))
+  assert ran.status == 0
+  assert ran.out.endswith("\nno evaluation yet\n")
 
 
-def test_cli_compares_runs_on_the_same_panel(tmp_path, capsys):
+def test_cli_compares_runs_on_the_same_panel(tmp_path):
   write_run(tmp_path / "a", success=0.5)
   write_run(tmp_path / "b", success=0.875)
-  ledger_cli.main(["prog", str(tmp_path / "a"), str(tmp_path / "b")])
-  out = capsys.readouterr().out
-  assert str(tmp_path / "a") in out and str(tmp_path / "b") in out
-  assert "+37.5%" in out
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"), str(tmp_path / "b"))
+  assert (ran.status, ran.err) == (0, "")
+  evaluations = [ledger.latest(ledger.read_run(tmp_path / run), "eval") for run in "ab"]
+  assert ran.out == ledger.format_comparison(
+      *evaluations, (str(tmp_path / "a"), str(tmp_path / "b"))) + "\n"
+  assert "+37.5%" in ran.out
 
 
-def test_cli_refuses_runs_on_different_panels(tmp_path, capsys):
+def test_cli_refuses_runs_on_different_panels(tmp_path):
   # The documented refusal: the reason on stderr and SystemExit with status 1.
   write_run(tmp_path / "a", panel_hash="panel111")
   write_run(tmp_path / "b", panel_hash="panel222")
-  with pytest.raises(SystemExit) as exit_info:
-    ledger_cli.main(["prog", str(tmp_path / "a"), str(tmp_path / "b")])
-  assert exit_info.value.code == 1
-  captured = capsys.readouterr()
-  assert "panel111" in captured.err and "panel222" in captured.err
-  assert "same panel" in captured.err and captured.out == ""
+  before = commands.folder_digest(tmp_path)
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"), str(tmp_path / "b"))
+  assert ran.status == 1
+  assert ran.err == (f"error: refusing to compare: the evaluation panels differ ({tmp_path / 'a'}: "
+                     f"panel panel111, {tmp_path / 'b'}: panel panel222). Runs are compared only "
+                     "on the same panel.\n")
+  assert ran.out == ""
+  assert commands.folder_digest(tmp_path) == before
 
 
-def test_cli_errors(tmp_path, capsys):
+def test_cli_refuses_a_comparison_without_an_evaluation(tmp_path):
+  write_run(tmp_path / "a")
+  write_run(tmp_path / "b", with_eval=False)
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"), str(tmp_path / "b"))
+  assert (ran.status, ran.out) == (1, "")
+  assert ran.err == f"error: {tmp_path / 'b'} has no evaluation yet; nothing to compare\n"
+
+
+def test_cli_wants_one_or_two_run_folders():
   # A wrong number of folders: one error line and status 2, not absl's flag help.
-  for argv in (["prog"], ["prog", "a", "b", "c"]):
-    with pytest.raises(SystemExit) as exit_info:
-      ledger_cli.main(argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: give one run folder, or two to compare; got ")
-    assert len(err.splitlines()) == 1
-  with pytest.raises(SystemExit) as exit_info:
-    ledger_cli.main(["prog", str(tmp_path / "missing")])
-  assert exit_info.value.code == 1
-  assert str(tmp_path / "missing") in capsys.readouterr().err
+  for args in ((), ("a", "b", "c")):
+    ran = commands.run_main(ledger_cli.main, *args)
+    assert (ran.status, ran.out) == (2, "")
+    assert ran.err == f"error: give one run folder, or two to compare; got {len(args)}\n"
+
+
+def test_cli_names_a_missing_folder_or_ledger(tmp_path):
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "missing"))
+  assert (ran.status, ran.out) == (1, "")
+  assert ran.err == f"error: no run folder at {tmp_path / 'missing'}\n"
+  (tmp_path / "empty").mkdir()
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "empty"))
+  assert (ran.status, ran.out) == (1, "")
+  assert ran.err == f"error: no ledger at {tmp_path / 'empty' / ledger.FILENAME}\n"
+  assert not list((tmp_path / "empty").iterdir())
+
+
+def test_cli_refuses_a_ledger_without_a_recipe(tmp_path):
+  (tmp_path / "a").mkdir()
+  (tmp_path / "a" / ledger.FILENAME).write_text('{"kind": "update", "update": 1}\n')
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"))
+  assert (ran.status, ran.out) == (1, "")
+  assert ran.err == f"error: {tmp_path / 'a' / ledger.FILENAME} has no recipe record\n"

@@ -1,35 +1,29 @@
-"""Tests for mjx_walk.report: the report of a small real run, with every plot, its videos and
-captions; offscreen frames that show the robot; MP4s that decode to the frames written; plots
-from constructed audit records; and clear errors for bad input."""
+"""Tests for mjx_walk.analysis.report and the `python -m mjx_walk.report` command: the report of a
+small real run, with every plot, its videos and captions, the saved traces it renders, and the
+command's output and refusals, run in-process (tests/commands.py)."""
 
 import json
 import math
 import pathlib
-import subprocess
-import sys
 import tempfile
-import warnings
 
 from absl.testing import absltest
-import imageio.v2 as imageio
-import mujoco
 import numpy as np
 
+import commands
 import configs
-from mjx_walk.run import checkpoint
+import pictures
 from mjx_walk import config as config_lib
-from mjx_walk.learn import audit
-from mjx_walk.sim import env as env_lib
-from mjx_walk.analysis import panel
-from mjx_walk.sim import families
-from mjx_walk.run import ledger
+from mjx_walk import report as report_cli
 from mjx_walk.analysis import report
-from mjx_walk.sim import robots
+from mjx_walk.analysis import traces as trace_files
+from mjx_walk.analysis import videos
+from mjx_walk.run import checkpoint
+from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
+from mjx_walk.sim import env as env_lib
 from mjx_walk import train as train_lib
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ALWAYS_PLOTTED = ("learning_curve", "latest_eval", "reward_terms", "reset_reasons")
 AUDIT_PLOTS = ("contact_events", "fall_histograms")
 
@@ -37,32 +31,6 @@ AUDIT_PLOTS = ("contact_events", "fall_histograms")
 def tiny_config() -> config_lib.TrainConfig:
   """Two chunks of 8 envs, 5-step episodes (so episodes end), a 5-env panel of 5-step episodes."""
   return configs.tiny(panel__every_chunks=1, checkpoint__every_chunks=1)
-
-
-def _assert_png(test: absltest.TestCase, path: pathlib.Path) -> None:
-  test.assertTrue(path.is_file(), f"{path} was not written")
-  test.assertEqual(path.read_bytes()[:8], PNG_SIGNATURE, f"{path} is not a PNG")
-  test.assertGreater(path.stat().st_size, 5_000, f"{path} is suspiciously small")
-
-
-def _read_video(path: pathlib.Path) -> tuple[np.ndarray, float]:
-  """(uint8 [F, H, W, 3] decoded frames, frames per second) of an MP4."""
-  with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")  # ffmpeg fork + exec
-    reader = imageio.get_reader(path, format="FFMPEG")
-    try:
-      return np.stack([frame for frame in reader]), reader.get_meta_data()["fps"]
-    finally:
-      reader.close()
-
-
-def _robot_pixels(segmentation: np.ndarray, model: mujoco.MjModel) -> int:
-  """Pixels of a segmentation image [H, W, 2] (object id, type) showing a geom of the robot."""
-  ids, types = segmentation[..., 0], segmentation[..., 1]
-  geom = (types == mujoco.mjtObj.mjOBJ_GEOM) & (ids >= 0)
-  robot = np.zeros_like(geom)
-  robot[geom] = model.geom_bodyid[ids[geom]] != 0  # body 0 is the world (the floor)
-  return int(robot.sum())
 
 
 class RunReportTest(absltest.TestCase):
@@ -89,7 +57,7 @@ class RunReportTest(absltest.TestCase):
       if plot.path is None:
         self.assertIn(plot.note, self.text)  # a skipped plot says why
         continue
-      _assert_png(self, plot.path)
+      pictures.assert_png(self, plot.path)
       self.assertEqual(plot.path.parent, self.run_dir / run_folder.PLOTS)
       self.assertIn(f"]({run_folder.PLOTS}/{plot.path.name})", self.text)
 
@@ -107,15 +75,15 @@ class RunReportTest(absltest.TestCase):
 
   def test_videos_one_per_stratum_with_captions(self):
     update = ledger.latest(self.records, "update")["update"]
-    self.assertEqual(self.built.traces, report.traces_path(self.run_dir, update))
+    self.assertEqual(self.built.traces, self.run_dir / "eval" / f"{update}_traces.npz")
     folder = self.run_dir / run_folder.VIDEOS / str(update)
     self.assertEqual(self.built.videos,
                      [folder / f"{stratum}.mp4" for stratum in self.config.panel.strata])
-    captions = json.loads((folder / report.CAPTIONS_FILENAME).read_text())["videos"]
+    captions = json.loads((folder / videos.CAPTIONS_FILENAME).read_text())["videos"]
     every = self.config.env.control_hz // self.config.report.video_fps
     for stratum, path in zip(self.config.panel.strata, self.built.videos):
       caption = captions[stratum]
-      frames, _ = _read_video(path)
+      frames, _ = pictures.read_video(path)
       self.assertLen(frames, math.ceil(caption["length_steps"] / every))
       self.assertEqual(frames[0].shape, (self.config.report.video_height,
                                          self.config.report.video_width, 3))
@@ -126,7 +94,7 @@ class RunReportTest(absltest.TestCase):
       self.assertIn(f"ended by **{caption['end_reason']}**", self.text)
 
   def test_saved_traces_describe_the_panel(self):
-    saved = report.load_traces(self.built.traces)
+    saved = trace_files.load_eval_traces(self.built.traces)
     manifest = run_folder.RunFolder(self.run_dir).read_manifest()
     self.assertEqual(saved.strata, tuple(self.config.panel.strata))
     self.assertEqual(saved.family_seeds, tuple(f.seed for f in manifest.eval_families))
@@ -142,151 +110,54 @@ class RunReportTest(absltest.TestCase):
     with self.assertRaisesRegex(checkpoint.CheckpointError, "no checkpoint at step 3"):
       report.build(self.run_dir, step=3, log=lambda *_: None)
 
-  def test_cli_names_a_missing_run_folder(self):
+  def test_command_writes_the_plots_and_the_report(self):
+    ran = commands.run_main(report_cli.main, str(self.run_dir))
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    plots = self.run_dir / run_folder.PLOTS
+    self.assertEqual(ran.out.splitlines(),
+                     [f"plot   {plots / name}.png" for name in ALWAYS_PLOTTED + AUDIT_PLOTS]
+                     + [f"report {self.run_dir / 'report.md'}"])
+    for name in ALWAYS_PLOTTED + AUDIT_PLOTS:
+      pictures.assert_png(self, plots / f"{name}.png")
+
+  def test_command_renders_the_newest_saved_traces(self):
+    update = ledger.latest(self.records, "update")["update"]
+    folder = self.run_dir / run_folder.VIDEOS / str(update)
+    ran = commands.run_main(report_cli.main, str(self.run_dir), "--videos")
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    # The traces saved when the fixture was built are rendered: no new evaluation.
+    plots = self.run_dir / run_folder.PLOTS
+    self.assertEqual(ran.out.splitlines(),
+                     [f"rendering the traced episodes of update {update}..."]
+                     + [f"plot   {plots / name}.png" for name in ALWAYS_PLOTTED + AUDIT_PLOTS]
+                     + [f"traces {self.built.traces}"]
+                     + [f"video  {folder / stratum}.mp4" for stratum in self.config.panel.strata]
+                     + [f"captions {folder / videos.CAPTIONS_FILENAME}",
+                        f"report {self.run_dir / 'report.md'}"])
+
+  def test_command_refuses_a_step_that_is_not_saved(self):
+    before = commands.folder_digest(self.run_dir)
+    ran = commands.run_main(report_cli.main, str(self.run_dir), "--step=3")
+    self.assertEqual(ran.status, 1)
+    self.assertEqual(ran.err, f"error: no checkpoint at step 3 in "
+                     f"{self.run_dir.resolve() / run_folder.CHECKPOINTS}; saved steps: [2, 4]\n")
+    self.assertEqual(ran.out, "")
+    self.assertEqual(commands.folder_digest(self.run_dir), before)
+
+  def test_command_wants_one_run_folder(self):
+    for args in ((), (str(self.run_dir), str(self.run_dir))):
+      ran = commands.run_main(report_cli.main, *args)
+      self.assertEqual(ran.status, 2)
+      self.assertEqual(ran.err, "error: give one run folder: python -m mjx_walk.report "
+                       f"runs/<run> [--videos] [--step=N]; got {list(args)}\n")
+      self.assertEqual(ran.out, "")
+
+  def test_command_names_a_missing_run_folder(self):
     missing = self.run_dir.parent / "no_such_run"
-    done = subprocess.run([sys.executable, "-m", "mjx_walk.report", str(missing)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, check=False)
-    self.assertNotEqual(done.returncode, 0)
-    self.assertIn(f"no run folder at {missing}", done.stderr)
-
-
-class ConstructedRecordsTest(absltest.TestCase):
-  """Plots from constructed ledger records with the audit's keys."""
-
-  def test_contact_and_fall_plots(self):
-    updates = []
-    bins = (len(audit.FALL_HEIGHT_BINS) - 1, len(audit.FALL_TILT_BINS) - 1)
-    for k in range(1, 6):
-      record = {"kind": "update", "update": k, "env_steps": 100 * k,
-                "contact/touchdowns": 400.0 + k, "contact/liftoffs": 390.0,
-                "contact/slips": 37.0, "contact/stumbles": 0.0,
-                "contact/air_time_mean": 0.2}
-      record["audit/fall_height_counts"] = [1] * bins[0]
-      record["audit/fall_tilt_counts"] = [2] * bins[1]
-      updates.append(record)
-    folder = pathlib.Path(self.create_tempdir().full_path)
-    plot = report.plot_contact_events(updates, folder / "contact.png", min_count=200)
-    _assert_png(self, plot.path)
-    plot = report.plot_fall_histograms(updates, folder / "falls.png", config_lib.default())
-    _assert_png(self, plot.path)
-
-  def test_missing_figures_are_skipped_with_a_note(self):
-    folder = pathlib.Path(self.create_tempdir().full_path)
-    updates = [{"kind": "update", "update": 1, "env_steps": 10, "reward/total": 0.1}]
-    plot = report.plot_contact_events(updates, folder / "contact.png")
-    self.assertIsNone(plot.path)
-    self.assertIn("no contact/", plot.note)
-    self.assertIsNone(report.plot_latest_eval(updates, folder / "eval.png").path)
-    self.assertFalse(list(folder.iterdir()))
-
-
-class RenderTest(absltest.TestCase):
-
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.robot = robots.load("go2")
-    cls.model = report.render_model(cls.robot, 320, 240)
-    cls.renderer = mujoco.Renderer(cls.model, height=240, width=320)
-
-  @classmethod
-  def tearDownClass(cls):
-    cls.renderer.close()
-    super().tearDownClass()
-
-  def _frame(self, qpos: np.ndarray, gravity=(0.0, 0.0, -9.81), segmentation=False):
-    if segmentation:
-      self.renderer.enable_segmentation_rendering()
-    try:
-      return report.render_episode(self.renderer, self.robot, qpos[None], np.array(gravity), 1)[0]
-    finally:
-      self.renderer.disable_segmentation_rendering()
-
-  def test_a_frame_is_not_blank_and_shows_the_robot(self):
-    home = self.robot.init_qpos.copy()
-    frame = self._frame(home)
-    self.assertEqual(frame.shape, (240, 320, 3))
-    self.assertEqual(frame.dtype, np.uint8)
-    self.assertGreater(frame.std(), 10.0)
-    robot_pixels = _robot_pixels(self._frame(home, segmentation=True), self.model)
-    self.assertGreater(robot_pixels, 0.03 * 240 * 320)  # the robot fills a fair part of it
-    # The camera follows the trunk, so the robot is seen wherever it is...
-    far = home.copy()
-    far[0:2] += (25.0, -12.0)
-    self.assertGreater(_robot_pixels(self._frame(far, segmentation=True), self.model),
-                       0.5 * robot_pixels)
-    # ...and the pixels counted are the robot's: the same view without it (its geoms made
-    # invisible) has none, and differs from the frame with it.
-    rgba = self.model.geom_rgba.copy()
-    robot_geoms = self.model.geom_bodyid != 0
-    self.model.geom_rgba[robot_geoms, 3] = 0.0
-    try:
-      empty = self._frame(home)
-      self.assertEqual(_robot_pixels(self._frame(home, segmentation=True), self.model), 0)
-    finally:
-      self.model.geom_rgba[:] = rgba
-    self.assertGreater(np.abs(frame.astype(int) - empty.astype(int)).sum(axis=-1).astype(bool)
-                       .sum(), 0.03 * 240 * 320)
-
-  def test_a_slope_tilts_the_floor_not_the_robot_out_of_view(self):
-    home = self.robot.init_qpos.copy()
-    tilt = np.radians(15.0)
-    gravity = 9.81 * np.array([np.sin(tilt), 0.0, -np.cos(tilt)])
-    level, sloped = self._frame(home), self._frame(home, gravity)
-    self.assertGreater(np.abs(level.astype(int) - sloped.astype(int)).mean(), 1.0)
-    self.assertGreater(_robot_pixels(self._frame(home, gravity, segmentation=True), self.model),
-                       0.03 * 240 * 320)
-    # The render model is left as it was.
-    np.testing.assert_array_equal(self.model.geom_quat[self.robot.floor_geom_id], [1, 0, 0, 0])
-
-  def test_video_decodes_to_the_frames_written(self):
-    qpos = np.repeat(self.robot.init_qpos[None], 7, axis=0)
-    qpos[:, 0] += np.linspace(0.0, 0.3, 7)
-    frames = report.render_episode(self.renderer, self.robot, qpos, np.array([0, 0, -9.81]), 1,
-                                   overlay=[f"frame {i}" for i in range(7)])
-    path = report.write_video(pathlib.Path(self.create_tempdir().full_path) / "walk.mp4",
-                              frames, fps=25)
-    decoded, fps = _read_video(path)
-    self.assertAlmostEqual(fps, 25.0)
-    self.assertEqual(decoded.shape, (7, 240, 320, 3))
-    # Lossy, but close to what was written.
-    self.assertLess(np.abs(decoded.astype(int) - frames.astype(int)).mean(), 8.0)
-
-  def test_render_videos_from_constructed_traces(self):
-    cfg = config_lib.default()
-    cfg.panel.strata = ("flat", "slope")
-    cfg.panel.families_per_stratum = 1
-    cfg.panel.envs_per_family = 1
-    manifest = families.make_manifest(cfg)
-    steps, nq = 9, self.model.nq
-    qpos = np.repeat(self.robot.init_qpos[None, None], 2, axis=0).repeat(steps, axis=1)
-    qpos[:, :, 0] += np.linspace(0.0, 0.2, steps)
-    command = np.zeros((2, steps, 3), np.float32)
-    command[:, 4:] = (0.5, 0.0, 0.1)
-    traces = panel.EpisodeTraces(
-        env_index=np.array([0, 1], np.int32), family_index=np.array([0, 1], np.int32),
-        qpos=qpos.astype(np.float32).reshape(2, steps, nq), command=command,
-        length=np.array([9, 4], np.int32),
-        reason=np.array([env_lib.ResetReason.TIMEOUT, env_lib.ResetReason.FALL], np.int32),
-        episode_return=np.array([1.0, -2.0], np.float32),
-        gravity=np.asarray(manifest.eval_params().gravity))
-    run_dir = pathlib.Path(self.create_tempdir().full_path)
-    path = report.save_traces(run_dir, 7, traces, manifest)
-    self.assertEqual(path, run_dir / "eval" / "7_traces.npz")
-    self.assertEqual(report.trace_updates(run_dir), [7])
-    videos = report.render_videos(run_dir, 7, cfg)
-    self.assertEqual([v.name for v in videos], ["flat.mp4", "slope.mp4"])
-    captions = json.loads((run_dir / "videos" / "7" / "captions.json").read_text())["videos"]
-    every = cfg.env.control_hz // cfg.report.video_fps
-    for video, length in zip(videos, (9, 4)):
-      self.assertLen(_read_video(video)[0], math.ceil(length / every))
-    self.assertEqual(captions["slope"]["end_reason"], "fall")
-    self.assertTrue(captions["slope"]["terminated"])
-    self.assertEqual(captions["flat"]["family_seed"], manifest.eval_families[0].seed)
-    # Commands change at step 4: two segments for the 9-step episode, one for the 4-step one.
-    self.assertEqual([(c["start_s"], c["vx"]) for c in captions["flat"]["commands"]],
-                     [(0.0, 0.0), (4 / cfg.env.control_hz, 0.5)])
-    self.assertLen(captions["slope"]["commands"], 1)
+    ran = commands.run_main(report_cli.main, str(missing))
+    self.assertEqual((ran.status, ran.err, ran.out),
+                     (1, f"error: no run folder at {missing}\n", ""))
+    self.assertFalse(missing.exists())
 
 
 if __name__ == "__main__":

@@ -3,14 +3,16 @@
 The panel is the manifest's evaluation families: `families_per_stratum` families for each stratum
 (`flat`, `slope`, `push`, `payload`, `friction`), `envs_per_family` envs each, env j in family
 j % E. Every env plays exactly one episode of `panel.episode_seconds` with the policy's mean action
-and noise-free observations, from reset keys fixed by the panel seed, so the same parameters give
-the same numbers. One jitted pass collects everything; `summarize` reduces it per stratum on the
+(`policy.mean_action`, the same function `Policy.act` runs) and noise-free observations, from
+reset keys fixed by the panel seed, so the same parameters give the same numbers. One jitted pass
+collects everything; its argument is the policy's parameters (`policy.PolicyParams`), so one
+compile serves every policy with the same networks. `summarize` reduces it per stratum on the
 host.
 
 The same pass also records `EpisodeTraces` of one env per stratum (the first env of the stratum's
 first family): its qpos and command at every control step and how its episode ended, enough to
-render a video of it (`mjx_walk.report`). They are a few hundred kilobytes and cost no extra
-compile: `Evaluator.__call__` and `Evaluator.run_with_traces` run the same jitted function.
+render a video of it (`mjx_walk.analysis.videos`). They are a few hundred kilobytes and cost no
+extra compile: `Evaluator.__call__` and `Evaluator.run_with_traces` run the same jitted function.
 
 Per stratum:
   success_rate     share of episodes that did not terminate (no fall, body contact, joint limit or
@@ -38,7 +40,6 @@ from mjx_walk import config as config_lib
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 from mjx_walk.learn import networks
-from mjx_walk.learn import normalizer
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
@@ -149,20 +150,18 @@ class Evaluator:
   config: config_lib.TrainConfig
   manifest: families.Manifest
   env: env_lib.LocomotionEnv
-  run: Callable[[networks.ActorCriticParams, normalizer.NormalizerState],
-                tuple[EpisodeStats, EpisodeTraces]]
-  """Jitted (params, normalizer) -> (final EpisodeStats with leaves [panel.num_envs], the
+  run: Callable[[policy_lib.PolicyParams], tuple[EpisodeStats, EpisodeTraces]]
+  """Jitted policy parameters -> (final EpisodeStats with leaves [panel.num_envs], the
   EpisodeTraces of one env per stratum)."""
 
-  def __call__(self, params: networks.ActorCriticParams,
-               norm: normalizer.NormalizerState) -> dict[str, Any]:
+  def __call__(self, params: policy_lib.PolicyParams) -> dict[str, Any]:
     """Evaluates and summarizes: the per-stratum metrics as plain Python numbers."""
-    return self.run_with_traces(params, norm)[0]
+    return self.run_with_traces(params)[0]
 
-  def run_with_traces(self, params: networks.ActorCriticParams,
-                      norm: normalizer.NormalizerState) -> tuple[dict[str, Any], EpisodeTraces]:
+  def run_with_traces(self, params: policy_lib.PolicyParams
+                      ) -> tuple[dict[str, Any], EpisodeTraces]:
     """Evaluates once: (the per-stratum metrics, one traced episode per stratum as NumPy)."""
-    stats, traces = jax.device_get(self.run(params, norm))
+    stats, traces = jax.device_get(self.run(params))
     return summarize(stats, self.manifest, self.config), traces
 
 
@@ -171,7 +170,8 @@ def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
   """Builds the panel's env and the jitted evaluation of a policy on it.
 
   Args:
-    config: the run configuration (its `panel` section defines the panel).
+    config: the run configuration (its `panel` section defines the panel, and
+      `ppo.normalize_observations` whether the policy normalises its observations).
     manifest: the run's manifest; its evaluation families are the panel.
     nets: the actor-critic; only the actor's mean is used.
   """
@@ -183,18 +183,15 @@ def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
   batched_step = jax.vmap(env.step)
   traced = trace_env_indices(config.panel)  # [S]
 
-  def run(params: networks.ActorCriticParams, norm: normalizer.NormalizerState
-          ) -> tuple[EpisodeStats, EpisodeTraces]:
+  def run(params: policy_lib.PolicyParams) -> tuple[EpisodeStats, EpisodeTraces]:
 
     def step(carry: tuple[env_lib.EnvState, EpisodeStats], _):
       """Carry: (batched env state, episode stats). Output: the traced envs' qpos and command."""
       state, stats = carry
       seen = (state.data.qpos[traced], state.task.command[traced])  # [S, nq], [S, 3]
-      obs = state.obs
-      if config.ppo.normalize_observations:
-        obs = normalizer.normalize(norm, obs)
-      mean, _ = nets.policy(params, obs["policy"])  # [N, A] deterministic: the mean action
-      state = batched_step(state, mean)
+      action = policy_lib.mean_action(nets, config.ppo.normalize_observations, params,
+                                      state.obs["policy"])  # [N, A]
+      state = batched_step(state, action)
       return (state, accumulate(stats, state)), seen
 
     state = jax.vmap(env.reset)(reset_keys, family_params)
@@ -258,8 +255,9 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
   return {"panel_hash": manifest.panel_hash, "strata": result}
 
 
-def evaluate_policy(pol: policy_lib.Policy, config: config_lib.TrainConfig, manifest: families.Manifest,
-                    evaluator: Evaluator | None = None) -> tuple[dict[str, Any], EpisodeTraces]:
+def evaluate_policy(pol: policy_lib.Policy, config: config_lib.TrainConfig,
+                    manifest: families.Manifest, evaluator: Evaluator | None = None
+                    ) -> tuple[dict[str, Any], EpisodeTraces]:
   """Evaluates a loaded policy on a panel.
 
   Args:
@@ -279,8 +277,7 @@ def evaluate_policy(pol: policy_lib.Policy, config: config_lib.TrainConfig, mani
     raise ValueError(
         f"{pol.run_dir} observes {pol.observation_spec.shape}, but the panel's env gives "
         f"{spec.shape}; the policy cannot be evaluated on this panel")
-  params = networks.ActorCriticParams(actor=pol.actor, critic=None)
-  summary, traces = evaluator.run_with_traces(params, pol.normalizer)
+  summary, traces = evaluator.run_with_traces(pol.params)
   record = ledger.eval_record(summary, update=pol.step,
                               env_steps=pol.step * pol.config.batch_size, wall_seconds=None)
   return record, traces

@@ -14,14 +14,18 @@ file has, so a kill never leaves a torn file under a final name.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 import pathlib
+import re
 from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjx_walk.analysis import panel
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
@@ -127,3 +131,81 @@ def replay_trace(env: env_lib.LocomotionEnv, family_params: families.FamilyParam
                         jnp.asarray(int(trace.get("first_step", 0)), jnp.int32),
                         jnp.asarray(actions))
   return np.asarray(qpos)[:length + 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedEvalTraces:
+  """`eval/<update>_traces.npz` read back: one traced episode per stratum, and what it was."""
+
+  update: int
+  strata: tuple[str, ...]
+  """Stratum of each row, in panel order."""
+  family_seeds: tuple[int, ...]
+  """Seed of each row's evaluation family (look it up in manifest.json)."""
+  reason_names: tuple[str, ...]
+  """How each row's episode ended: its `ResetReason` in lowercase ("fall", "timeout")."""
+  panel_hash: str
+  traces: panel.EpisodeTraces
+  """NumPy leaves, [S, ...]."""
+
+
+def save_eval_traces(run_dir: pathlib.Path | str, update: int, traces: panel.EpisodeTraces,
+                     manifest: families.Manifest) -> pathlib.Path:
+  """Writes the traced episodes of one evaluation to `eval/<update>_traces.npz`.
+
+  The file is self-describing: besides every `EpisodeTraces` field (gravity included, which sets
+  the camera and the ground on a slope) it holds each row's stratum and family seed, the end
+  reason's name and the panel hash. It is written to a temporary name and renamed into place, so
+  a kill never leaves a torn file under the final name.
+
+  Args:
+    run_dir: the run folder.
+    update: the update the evaluated policy comes from.
+    traces: from `Evaluator.run_with_traces` (NumPy or device arrays).
+    manifest: the run's manifest: names each traced family.
+
+  Returns:
+    The path written.
+  """
+  fields = {f.name: np.asarray(getattr(traces, f.name))
+            for f in dataclasses.fields(panel.EpisodeTraces)}
+  evaluated = [manifest.eval_families[int(i)] for i in fields["family_index"]]
+  path = run_folder.RunFolder(pathlib.Path(run_dir)).eval_traces_path(update)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  temporary = path.with_name(f".{path.name}.tmp")
+  with temporary.open("wb") as file:
+    np.savez_compressed(
+        file, update=np.int64(update), strata=np.array([f.stratum for f in evaluated]),
+        family_seeds=np.array([f.seed for f in evaluated], np.int64),
+        reason_names=np.array([env_lib.ResetReason(int(r)).name.lower()
+                               for r in fields["reason"]]),
+        panel_hash=np.array(manifest.panel_hash), **fields)
+  os.replace(temporary, path)
+  return path
+
+
+def load_eval_traces(path: pathlib.Path | str) -> SavedEvalTraces:
+  """Reads a file written by `save_eval_traces`.
+
+  Raises:
+    FileNotFoundError: naming the path.
+  """
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise FileNotFoundError(f"no evaluation traces at {path}")
+  with np.load(path) as values:
+    traces = panel.EpisodeTraces(**{f.name: values[f.name]
+                                    for f in dataclasses.fields(panel.EpisodeTraces)})
+    return SavedEvalTraces(update=int(values["update"]),
+                           strata=tuple(str(s) for s in values["strata"]),
+                           family_seeds=tuple(int(s) for s in values["family_seeds"]),
+                           reason_names=tuple(str(r) for r in values["reason_names"]),
+                           panel_hash=str(values["panel_hash"]), traces=traces)
+
+
+def eval_trace_updates(run_dir: pathlib.Path | str) -> list[int]:
+  """Updates with saved evaluation traces in the run folder, oldest first."""
+  folder = run_folder.RunFolder(pathlib.Path(run_dir)).eval_dir
+  found = (re.fullmatch(rf"(\d+){re.escape(run_folder.TRACES_SUFFIX)}", p.name)
+           for p in folder.glob(f"*{run_folder.TRACES_SUFFIX}"))
+  return sorted(int(m.group(1)) for m in found if m)

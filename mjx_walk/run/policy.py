@@ -1,4 +1,5 @@
-"""A trained policy for use outside training: (normalizer, actor) from a run folder or checkpoint.
+"""A trained policy for use outside training: (normalizer, actor) from a run folder or checkpoint,
+and the one definition of what a policy does with an observation.
 
   pol = policy.load("runs/<run>")                     # newest intact checkpoint
   pol = policy.load("runs/<run>/checkpoints/1200")    # one checkpoint
@@ -6,16 +7,19 @@
 
 Only the checkpoint's `policy` item (actor parameters and observation normalizer) and its config
 are read, and verified against the checksums saved with them; no trainer, optimizer or env batch
-is built. The action is the policy's mean, raw: the env clips it to `env.action_clip` and scales
-it by the robot's action scale around the standing pose, exactly as in training.
+is built. The action is the policy's mean (`mean_action`: normalise if the run does, then the
+actor's mean), raw: the env clips it to `env.action_clip` and scales it by the robot's action scale
+around the standing pose, exactly as in training. The held-out panel
+(`mjx_walk.analysis.panel`) acts with the same function.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Any, Callable
+from typing import Any
 
+import flax.struct
 import jax
 
 from mjx_walk.run import checkpoint
@@ -27,24 +31,66 @@ from mjx_walk.learn import normalizer
 from mjx_walk.run import run_folder
 
 
+@flax.struct.dataclass
+class PolicyParams:
+  """What a policy acts with: a pytree, passed to jitted functions as a traced argument.
+
+  The checkpoint's `policy` item holds the same two trees under the same names.
+  """
+
+  actor: Any
+  """The actor's variables, `{"params": {"mean": ..., "log_std": [A]}}`."""
+  normalizer: normalizer.NormalizerState
+  """Statistics of the whole observation ({"policy": [O], "critic": [P]}); only "policy" is
+  read."""
+
+
+def mean_action(nets: networks.ActorCritic, normalize: bool, params: PolicyParams,
+                policy_obs: jax.Array) -> jax.Array:
+  """The policy's deterministic action: normalise the observation if the run does, then the
+  actor's mean.
+
+  Args:
+    nets: the actor-critic (static); only the actor is applied.
+    normalize: the run's `ppo.normalize_observations` (static).
+    params: the actor's parameters and the observation statistics.
+    policy_obs: float32 [..., O] policy observations.
+
+  Returns:
+    float32 [..., A] mean actions, raw (the env clips and scales them).
+  """
+  if normalize:
+    stats = params.normalizer
+    policy_stats = normalizer.NormalizerState(
+        mean=stats.mean["policy"], var=stats.var["policy"], count=stats.count)
+    policy_obs = normalizer.normalize(policy_stats, policy_obs)  # [..., O]
+  mean, _ = nets.policy(networks.ActorCriticParams(actor=params.actor, critic=None),
+                        policy_obs)  # [..., A]
+  return mean
+
+
+_jitted_mean_action = jax.jit(mean_action, static_argnums=(0, 1))
+"""One compile per (networks, normalize, observation shape); the parameters are traced."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Policy:
   """A loaded policy."""
 
-  act: Callable[[jax.Array], jax.Array]
-  """Jitted: normalises float32 [..., O] policy observations and returns the mean action
-  float32 [..., A]."""
+  params: PolicyParams
+  """The actor's parameters and the observation statistics, as saved."""
   observation_spec: jax.ShapeDtypeStruct
   """One env's policy observation, [O]."""
-  actor: Any
-  """The actor's parameters."""
-  normalizer: normalizer.NormalizerState
-  """Statistics of the whole observation ({"policy", "critic"}), as saved."""
   networks: networks.ActorCritic
   config: config_lib.TrainConfig
   manifest: families.Manifest
   step: int
   run_dir: pathlib.Path
+
+  def act(self, policy_obs: jax.Array) -> jax.Array:
+    """Jitted `mean_action`: float32 [..., O] policy observations -> float32 [..., A]."""
+    return _jitted_mean_action(self.networks, self.config.ppo.normalize_observations,
+                               self.params, policy_obs)
 
 
 def resolve(path: pathlib.Path | str, step: int | None = None) -> tuple[pathlib.Path, int]:
@@ -95,17 +141,6 @@ def load(path: pathlib.Path | str, step: int | None = None) -> Policy:
   abstract = {"actor": abstract_params.actor,
               "normalizer": jax.eval_shape(normalizer.init, obs_spec)}
   restored = checkpoint.restore_policy(run_dir, abstract, step, contents)
-  actor, norm = restored["actor"], restored["normalizer"]
-  policy_norm = normalizer.NormalizerState(
-      mean=norm.mean["policy"], var=norm.var["policy"], count=norm.count)
-  params = networks.ActorCriticParams(actor=actor, critic=None)
-
-  @jax.jit
-  def act(policy_obs: jax.Array) -> jax.Array:
-    if config.ppo.normalize_observations:
-      policy_obs = normalizer.normalize(policy_norm, policy_obs)
-    mean, _ = nets.policy(params, policy_obs)
-    return mean
-
-  return Policy(act=act, observation_spec=obs_spec["policy"], actor=actor, normalizer=norm,
-                networks=nets, config=config, manifest=manifest, step=step, run_dir=run_dir)
+  return Policy(params=PolicyParams(actor=restored["actor"], normalizer=restored["normalizer"]),
+                observation_spec=obs_spec["policy"], networks=nets, config=config,
+                manifest=manifest, step=step, run_dir=run_dir)

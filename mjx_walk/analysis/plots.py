@@ -1,0 +1,285 @@
+"""The six plots of a run, drawn from its ledger with matplotlib's Agg canvas (no display).
+
+  plots/learning_curve.png    training return and held-out success, falls and tracking per
+                              stratum, over env steps and over wall-clock
+  plots/latest_eval.png       success and fall rate per stratum, latest held-out evaluation
+  plots/reward_terms.png      each scaled reward term per control step, stacked
+  plots/reset_reasons.png     the share of episode ends per reset reason
+  plots/contact_events.png    the contact audit's event counts, air times and shares
+  plots/fall_histograms.png   trunk height and tilt at each fall, against the env's thresholds
+
+`make_plots` writes them all; each `plot_*` returns a `Plot`, which is skipped (no file, and a note
+saying why) when the ledger holds nothing to draw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Sequence
+
+from matplotlib.figure import Figure
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk.learn import audit
+from mjx_walk.run import ledger
+from mjx_walk.run import run_folder
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+  """One figure of the report: written to `path`, or skipped for the reason in `note`."""
+
+  name: str
+  title: str
+  path: pathlib.Path | None
+  note: str | None = None
+
+
+def _values(records: Sequence[dict[str, Any]], key: str) -> np.ndarray:
+  """float [len(records)]; a missing or null figure is NaN."""
+  return np.array([np.nan if r.get(key) is None else float(r[key]) for r in records])
+
+
+def _scalar_keys(records: Sequence[dict[str, Any]], prefix: str) -> list[str]:
+  """Sorted keys starting with `prefix` that hold a number in some record."""
+  return sorted({k for r in records for k, v in r.items()
+                 if k.startswith(prefix) and isinstance(v, (int, float)) and
+                 not isinstance(v, bool)})
+
+
+def _line(ax: Any, x: np.ndarray, y: np.ndarray, **style: Any) -> None:
+  """Plots the points where both x and y are defined, joined (an undefined figure, such as the
+  return of an update in which no episode ended, is skipped rather than breaking the line)."""
+  defined = np.isfinite(x) & np.isfinite(y)
+  ax.plot(x[defined], y[defined], **style)
+
+
+def _save(figure: Figure, path: pathlib.Path) -> pathlib.Path:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  figure.savefig(path, dpi=100)
+  return path
+
+
+def _per_stratum(evals: Sequence[dict[str, Any]], metric: str) -> dict[str, np.ndarray]:
+  strata = list(dict.fromkeys(s for r in evals for s in r["strata"]))
+  return {s: np.array([np.nan if r["strata"].get(s, {}).get(metric) is None
+                       else r["strata"][s][metric] for r in evals]) for s in strata}
+
+
+def plot_learning_curve(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
+  """Training return and held-out success, falls and tracking per stratum, over env steps (left)
+  and over wall-clock (right)."""
+  title = "Learning curve"
+  updates = ledger.of_kind(records, "update")
+  evals = ledger.of_kind(records, "eval")
+  if not updates:
+    return Plot("learning_curve", title, None, "no update records yet")
+  rows = [("episode/return", "return", "return"), (None, "success_rate", "held-out success"),
+          (None, "fall_rate", "held-out fall rate"),
+          (None, "lin_vel_error", "held-out lin vel error (m/s)")]
+  figure = Figure(figsize=(11, 11), layout="constrained")
+  axes = figure.subplots(len(rows), 2, sharex="col")
+  axes_x = [("env_steps", "env_steps", "env steps"),
+            ("perf/wall_seconds", "wall_seconds", "wall-clock (s)")]
+  for col, (update_x, eval_x, label) in enumerate(axes_x):
+    x_updates = _values(updates, update_x)
+    x_evals = _values(evals, eval_x)
+    for row, (update_key, metric, name) in enumerate(rows):
+      ax = axes[row, col]
+      if update_key:
+        _line(ax, x_updates, _values(updates, update_key), color="black", lw=1.2,
+              label="training episodes")
+      for stratum, y in _per_stratum(evals, metric).items():
+        _line(ax, x_evals, y, marker="o", ms=3, lw=1, label=f"held-out {stratum}")
+      ax.set_ylabel(name)
+      ax.grid(alpha=0.3)
+      if metric in ("success_rate", "fall_rate"):
+        ax.set_ylim(-0.05, 1.05)
+    axes[-1, col].set_xlabel(label)
+  handles, labels = axes[0, 0].get_legend_handles_labels()
+  if handles:
+    figure.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6),
+                  fontsize="small")
+  note = None if evals else "no held-out evaluation yet; training return only"
+  return Plot("learning_curve", title, _save(figure, path), note)
+
+
+def plot_reward_terms(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
+  """Each scaled reward term per control step, stacked: gains above zero, penalties below."""
+  title = "Reward terms"
+  updates = ledger.of_kind(records, "update")
+  terms = [k for k in _scalar_keys(updates, "reward/") if k != "reward/total"]
+  if not terms:
+    return Plot("reward_terms", title, None, "no reward/<term> figures in the ledger")
+  x = _values(updates, "env_steps")
+  values = np.nan_to_num(np.stack([_values(updates, k) for k in terms]))  # [terms, U]
+  colors = [f"C{i % 10}" for i in range(len(terms))]
+  labels = [k.split("/", 1)[1] for k in terms]
+  figure = Figure(figsize=(10, 5.5), layout="constrained")
+  ax = figure.subplots()
+  ax.stackplot(x, np.maximum(values, 0.0), colors=colors, labels=labels, alpha=0.85)
+  ax.stackplot(x, np.minimum(values, 0.0), colors=colors, alpha=0.85)
+  if "reward/total" in _scalar_keys(updates, "reward/"):
+    ax.plot(x, _values(updates, "reward/total"), color="black", lw=1.5, label="total")
+  ax.axhline(0.0, color="grey", lw=0.8)
+  ax.set_xlabel("env steps")
+  ax.set_ylabel("reward per control step (scaled)")
+  ax.grid(alpha=0.3)
+  ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+  return Plot("reward_terms", title, _save(figure, path))
+
+
+def plot_reset_reasons(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
+  """The share of episode ends per reset reason, over the updates in which some episode ended."""
+  title = "Reset reasons"
+  updates = ledger.of_kind(records, "update")
+  keys = _scalar_keys(updates, "reset/")
+  if not keys:
+    return Plot("reset_reasons", title, None, "no reset/<reason> figures in the ledger yet "
+                "(no episode has ended)")
+  shares = np.stack([_values(updates, k) for k in keys])  # [reasons, U]
+  # Updates in which some episode ended (otherwise every share is null, or 0).
+  ended = np.isfinite(shares).all(axis=0) & (np.nansum(shares, axis=0) > 0)
+  if not ended.any():
+    return Plot("reset_reasons", title, None, "no episode has ended yet")
+  x = _values(updates, "env_steps")[ended]
+  figure = Figure(figsize=(10, 4.5), layout="constrained")
+  ax = figure.subplots()
+  ax.stackplot(x, shares[:, ended], labels=[k.split("/", 1)[1] for k in keys], alpha=0.85)
+  ax.set_ylim(0.0, 1.0)
+  ax.set_xlabel("env steps")
+  ax.set_ylabel("share of episode ends")
+  ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+  return Plot("reset_reasons", title, _save(figure, path))
+
+
+def plot_contact_events(records: Sequence[dict[str, Any]], path: pathlib.Path,
+                        min_count: int | None = None) -> Plot:
+  """Every `contact/` figure of the ledger per update, on up to three axes: event counts per
+  batch (log scale, with the audit's `min_count` threshold; zero is drawn at 0.5), air-time
+  statistics (s), and shares (`.../share...`, e.g. each foot's share of steps on the ground)."""
+  title = "Contact events"
+  updates = ledger.of_kind(records, "update")
+  keys = _scalar_keys(updates, "contact/")
+  if not keys:
+    return Plot("contact_events", title, None,
+                "no contact/ figures in the ledger (this run has no contact audit)")
+  timing = [k for k in keys if "air_time" in k]
+  shares = [k for k in keys if "share" in k and k not in timing]
+  counts = [k for k in keys if k not in timing and k not in shares]
+  groups = [(group, label) for group, label in (
+      (counts, "events per update batch"), (timing, "feet air time (s)"),
+      (shares, "share")) if group]
+  x = _values(updates, "env_steps")
+  figure = Figure(figsize=(10, 3.6 * len(groups)), layout="constrained")
+  axes = np.atleast_1d(figure.subplots(len(groups), 1, sharex=True))
+  for ax, (group, label) in zip(axes, groups):
+    for key in group:
+      y = _values(updates, key)
+      ax.plot(x, np.maximum(y, 0.5) if group is counts else y, lw=1.2,
+              label=key.split("/", 1)[1])
+    if group is counts:
+      if min_count:
+        ax.axhline(min_count, color="red", ls="--", lw=1, label=f"flag below {min_count}")
+      ax.set_yscale("log")
+    ax.set_ylabel(label)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+  axes[-1].set_xlabel("env steps")
+  return Plot("contact_events", title, _save(figure, path))
+
+
+def _histogram(ax: Any, counts: np.ndarray, edges: np.ndarray, threshold: float | None,
+               label: str) -> None:
+  """Bars of `counts` over the bin `edges`; by bin index when the counts have other bins (a
+  ledger written with other edges)."""
+  if len(edges) == len(counts) + 1:
+    ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", edgecolor="white")
+    if threshold is not None and edges[0] <= threshold <= edges[-1]:
+      ax.axvline(threshold, color="red", ls="--", lw=1.2, label=f"threshold {threshold:g}")
+      ax.legend(fontsize="small")
+  else:
+    ax.bar(np.arange(len(counts)), counts)
+  ax.set_xlabel(label)
+  ax.set_ylabel("falls (whole run)")
+
+
+def plot_fall_histograms(records: Sequence[dict[str, Any]], path: pathlib.Path,
+                         config: config_lib.TrainConfig | None = None) -> Plot:
+  """Trunk height and tilt at the moment of each `fall`, summed over the run, against the
+  env's thresholds (`env.fall_height`, `env.fall_tilt_degrees`)."""
+  title = "Fall height and tilt"
+  updates = ledger.of_kind(records, "update")
+  panels = [("audit/fall_height_counts", audit.FALL_HEIGHT_BINS, "trunk height at fall (m)",
+             None if config is None else config.env.fall_height),
+            ("audit/fall_tilt_counts", audit.FALL_TILT_BINS, "trunk tilt at fall (deg)",
+             None if config is None else config.env.fall_tilt_degrees)]
+  sums = {}
+  for key, *_ in panels:
+    rows = [np.asarray(r[key], float) for r in updates if isinstance(r.get(key), list)]
+    if rows:
+      sums[key] = np.sum(rows, axis=0)
+  if not sums:
+    return Plot("fall_histograms", title, None,
+                "no audit/fall_height_counts or audit/fall_tilt_counts in the ledger")
+  figure = Figure(figsize=(11, 4), layout="constrained")
+  axes = figure.subplots(1, 2)
+  for ax, (key, edges, label, threshold) in zip(axes, panels):
+    if key not in sums:
+      ax.set_axis_off()
+      ax.set_title(f"no {key}")
+      continue
+    _histogram(ax, sums[key], np.asarray(edges, float), threshold, label)
+    ax.set_title(f"{int(sums[key].sum())} falls")
+  return Plot("fall_histograms", title, _save(figure, path))
+
+
+def plot_latest_eval(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
+  """Success and fall rate per stratum, latest held-out evaluation."""
+  title = "Latest evaluation per stratum"
+  record = ledger.latest(records, "eval")
+  if record is None:
+    return Plot("latest_eval", title, None, "no held-out evaluation yet")
+  strata = list(record["strata"])
+  x = np.arange(len(strata))
+  figure = Figure(figsize=(8, 4), layout="constrained")
+  ax = figure.subplots()
+  for offset, (metric, label, color) in zip(
+      (-0.2, 0.2), (("success_rate", "success", "tab:green"), ("fall_rate", "fall", "tab:red"))):
+    values = np.array([np.nan if record["strata"][s].get(metric) is None
+                       else record["strata"][s][metric] for s in strata])
+    bars = ax.bar(x + offset, values, width=0.4, label=label, color=color)
+    ax.bar_label(bars, labels=[f"{v:.0%}" if np.isfinite(v) else "-" for v in values],
+                 fontsize="small")
+  ax.set_xticks(x, strata)
+  ax.set_ylim(0.0, 1.1)
+  ax.set_ylabel("share of episodes")
+  ax.set_title(f"update {record['update']} ({record['env_steps']:,} env steps)")
+  ax.legend()
+  return Plot("latest_eval", title, _save(figure, path))
+
+
+def make_plots(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
+               config: config_lib.TrainConfig | None = None) -> list[Plot]:
+  """Writes every plot of the report into `<run_dir>/plots/`.
+
+  Args:
+    run_dir: the run folder.
+    records: its ledger (`ledger.read_run`).
+    config: its configuration (thresholds drawn on the audit plots); None to draw none.
+
+  Returns:
+    One `Plot` per figure, in report order; a skipped one has `path` None and says why.
+  """
+  folder = run_folder.RunFolder(pathlib.Path(run_dir)).plots_dir
+  min_count = None if config is None else config.audit.min_event_count
+  return [
+      plot_learning_curve(records, folder / "learning_curve.png"),
+      plot_latest_eval(records, folder / "latest_eval.png"),
+      plot_reward_terms(records, folder / "reward_terms.png"),
+      plot_reset_reasons(records, folder / "reset_reasons.png"),
+      plot_contact_events(records, folder / "contact_events.png", min_count),
+      plot_fall_histograms(records, folder / "fall_histograms.png", config),
+  ]

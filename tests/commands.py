@@ -1,0 +1,67 @@
+"""Runs a command's `main` in this process, as `python -m mjx_walk.<command> <args>` would run it
+(imported as `commands`; tests/ is on sys.path).
+
+`run_main` parses the arguments with absl, exactly as `absl.app.run` does (a flag it cannot parse
+prints `FATAL Flags parsing error` and exits 1), calls `main` with what is left, and returns the
+exit status with everything printed to stdout and stderr. Every flag, the training config's value
+included, is restored afterwards, so one test's arguments never leak into the next.
+`folder_digest` fingerprints a run folder, to show that a refused command changed nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import pathlib
+import sys
+from typing import Callable
+from unittest import mock
+
+from absl import app
+from absl import flags
+from absl.testing import flagsaver
+
+CONFIG_FLAG = "config"
+"""The training config's flag (`mjx_walk.train`), defined once `mjx_walk.train` is imported."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Ran:
+  """What a command did."""
+
+  status: int
+  """Exit status: 0 when `main` returned, else the code it exited with."""
+  out: str
+  err: str
+
+
+def run_main(main: Callable[[list[str]], None], *args: str) -> Ran:
+  """Runs `main` on the command line `prog <args>` and returns what it did.
+
+  Args:
+    main: a command's `main(argv)`.
+    *args: the command-line arguments, flags and positional ones, in order.
+  """
+  argv = ["prog", *args]
+  out, err = io.StringIO(), io.StringIO()
+  status = 0
+  with flagsaver.flagsaver(), mock.patch.object(sys, "argv", argv), \
+      contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    if CONFIG_FLAG in flags.FLAGS:
+      # ml_collections defines one flag per `--config.<field>` of the command line when the
+      # config flag takes its default, reading sys.argv: at import in a real command. Taking the
+      # default again here defines those of `argv` (flagsaver deletes them on the way out).
+      flags.FLAGS.set_default(CONFIG_FLAG, flags.FLAGS[CONFIG_FLAG].default)
+    try:
+      main(app.parse_flags_with_usage(argv))
+    except SystemExit as exit_info:
+      status = exit_info.code
+  return Ran(status=status, out=out.getvalue(), err=err.getvalue())
+
+
+def folder_digest(root: pathlib.Path) -> dict[str, str]:
+  """{relative path: sha256} of every file under `root`."""
+  return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+          for p in sorted(root.rglob("*")) if p.is_file()}
