@@ -251,6 +251,20 @@ class EvaluateCommandTest(absltest.TestCase):
                      (2, ledger.latest(ledger.read_run(self.run_dir), "recipe")["panel_hash"]))
     self.assertEqual(ran.out, f"{ledger.format_eval_table(record)}\nrecorded in {path}\n")
 
+  def test_a_policy_acts_with_its_own_normalization_on_another_panel_config(self):
+    # The panel's config says normalize_observations=False; the policy was trained with it on.
+    # It must still be evaluated with its normalizer (the record of the run's own panel), and
+    # an evaluator built for the other setting must be refused, not used.
+    pol = policy_lib.load(self.run_dir, 4)
+    saved = json.loads(run_folder.RunFolder(self.run_dir).eval_path(4).read_text())
+    other = config_lib.from_dict(pol.config.to_dict())
+    other.ppo.normalize_observations = False
+    record, _ = panel.evaluate_policy(pol, other, pol.manifest)
+    self.assertEqual(record["strata"], saved["strata"])
+    unnormalized = panel.make_evaluator(other, pol.manifest, pol.networks)
+    with self.assertRaisesRegex(ValueError, r"another ppo\.normalize_observations"):
+      panel.evaluate_policy(pol, other, pol.manifest, unnormalized)
+
   def test_refuses_without_a_run_folder(self):
     self.assert_refused(commands.run_main(evaluate_cli.main),
                         "give the run to evaluate: --run_dir=runs/<run>")

@@ -149,6 +149,9 @@ class Evaluator:
 
   config: config_lib.TrainConfig
   manifest: families.Manifest
+  networks: networks.ActorCritic
+  """The networks the evaluated policies have; `config.ppo.normalize_observations` says whether
+  they normalize their observations."""
   env: env_lib.LocomotionEnv
   run: Callable[[policy_lib.PolicyParams], tuple[EpisodeStats, EpisodeTraces]]
   """Jitted policy parameters -> (final EpisodeStats with leaves [panel.num_envs], the
@@ -209,7 +212,7 @@ def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
     )
     return stats, traces
 
-  return Evaluator(config=config, manifest=manifest, env=env, run=jax.jit(run))
+  return Evaluator(config=config, manifest=manifest, networks=nets, env=env, run=jax.jit(run))
 
 
 def summarize(stats: EpisodeStats, manifest: families.Manifest,
@@ -261,17 +264,27 @@ def evaluate_policy(pol: policy_lib.Policy, config: config_lib.TrainConfig,
   """Evaluates a loaded policy on a panel.
 
   Args:
-    pol: the policy.
+    pol: the policy; it acts as it was trained (its own networks and its own
+      `ppo.normalize_observations`).
     config, manifest: define the panel and its env (not necessarily the policy's own run).
-    evaluator: reused when given (one compile for several policies with the same networks).
+    evaluator: reused when given (one compile for several policies with the same networks and
+      the same normalization).
 
   Returns:
     (the eval record at the policy's step, not written anywhere; one traced episode per stratum).
 
   Raises:
-    ValueError: the policy observes something other than the panel's env gives.
+    ValueError: the policy observes something other than the panel's env gives, or `evaluator`
+      acts with other networks or another normalization than the policy.
   """
-  evaluator = evaluator or make_evaluator(config, manifest, pol.networks)
+  normalize = pol.config.ppo.normalize_observations
+  if evaluator is None:
+    config = dataclasses.replace(
+        config, ppo=dataclasses.replace(config.ppo, normalize_observations=normalize))
+    evaluator = make_evaluator(config, manifest, pol.networks)
+  elif not _acts_as(evaluator, pol):
+    raise ValueError(f"{pol.run_dir}: the evaluator was built for other networks or another "
+                     "ppo.normalize_observations than this policy's")
   spec = evaluator.env.observation_spec()["policy"]
   if pol.observation_spec.shape != spec.shape:
     raise ValueError(
@@ -298,7 +311,12 @@ def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = No
   other = None
   if compare:
     theirs = policy_lib.load(compare)
-    same_networks = theirs.networks == mine.networks
     other, _ = evaluate_policy(theirs, mine.config, mine.manifest,
-                               evaluator if same_networks else None)
+                               evaluator if _acts_as(evaluator, theirs) else None)
   return record, other, path
+
+
+def _acts_as(evaluator: Evaluator, pol: policy_lib.Policy) -> bool:
+  """Whether `evaluator` runs `pol` as it was trained: same networks, same normalization."""
+  return (evaluator.networks == pol.networks and evaluator.config.ppo.normalize_observations
+          == pol.config.ppo.normalize_observations)
