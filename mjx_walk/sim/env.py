@@ -270,25 +270,12 @@ class LocomotionEnv:
       family: this env's family draw (one family, no leading axis).
 
     Returns:
-      The first state of an episode; `obs` is computed from the reset pose.
+      The first state of an episode; `obs` is computed from the reset pose, and `signals` and
+      `metrics` are zeros (no step taken yet).
     """
     key, k_joint, k_vel, k_obs, k_phase = jax.random.split(key, 5)
     env = self.env_config
-    qpos = self._init_qpos  # [nq]
-    joint_noise = env.init_joint_noise * jax.random.uniform(
-        k_joint, (self.action_size,), minval=-1.0, maxval=1.0)  # [A]
-    joints = jnp.clip(self._default_pose + joint_noise, self._joint_lower, self._joint_upper)
-    yaw = family.spawn_yaw
-    yaw_quat = jnp.array([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)])  # [4]
-    qpos = (qpos.at[0:2].add(family.spawn_offset).at[3:7].set(yaw_quat)
-            .at[self._qpos_adr].set(joints))
-    qvel = jnp.zeros(self.model.nv).at[0:6].set(
-        env.init_velocity_noise * jax.random.uniform(k_vel, (6,), minval=-1.0, maxval=1.0))
-    data = mjx.make_data(self.model).replace(qpos=qpos, qvel=qvel, ctrl=joints)
-    # Kinematics alone positions the feet for the first observation; mjx.step recomputes the
-    # full forward pass before it integrates, so nothing else needs to be valid here.
-    data = mjx.kinematics(self.model, data)
-
+    data = self._spawn(k_joint, k_vel, family)
     foot_height = self._foot_height(data)
     step = jnp.zeros((), jnp.int32)
     task = TaskState(
@@ -303,20 +290,12 @@ class LocomotionEnv:
         gait_phase=jax.random.uniform(k_phase) if env.gait_hz else jnp.zeros(()),
     )
     obs = self._observe(data, task, family, k_obs)
-    zero = jnp.zeros(())
-    feet = jnp.zeros(self.num_feet)
-    metrics = {f"reward/{name}": zero for name in self._reward_scales}
-    metrics.update({name: zero for name in ("tracking/lin_vel_error", "tracking/yaw_rate_error",
-                                            "episode/return", "episode/length")})
-    no_contact = jnp.zeros(self.num_feet, bool)
-    signals = StepSignals(trunk_height=zero, trunk_tilt=zero, contact=no_contact,
-                          last_contact=no_contact, foot_speed=feet, air_time=feet,
-                          body_contact=jnp.zeros((), bool))
+    signals, metrics = self._no_step_yet()
     return EnvState(
         data=data,
         obs=obs,
         final_obs=obs,
-        reward=zero,
+        reward=jnp.zeros(()),
         terminated=jnp.zeros((), bool),
         truncated=jnp.zeros((), bool),
         reset_reason=jnp.asarray(ResetReason.NONE, jnp.int32),
@@ -326,6 +305,40 @@ class LocomotionEnv:
         signals=signals,
         metrics=metrics,
     )
+
+  def _spawn(self, k_joint: jax.Array, k_vel: jax.Array,
+             family: families.FamilyParams) -> mjx.Data:
+    """The physics state an episode starts in: the family's spawn pose, joints perturbed
+    around the standing pose by up to `env.init_joint_noise` rad, trunk velocities by up to
+    `env.init_velocity_noise`."""
+    env = self.env_config
+    qpos = self._init_qpos  # [nq]
+    joint_noise = env.init_joint_noise * jax.random.uniform(
+        k_joint, (self.action_size,), minval=-1.0, maxval=1.0)  # [A]
+    joints = jnp.clip(self._default_pose + joint_noise, self._joint_lower, self._joint_upper)
+    yaw = family.spawn_yaw
+    yaw_quat = jnp.array([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)])  # [4]
+    qpos = (qpos.at[0:2].add(family.spawn_offset).at[3:7].set(yaw_quat)
+            .at[self._qpos_adr].set(joints))
+    qvel = jnp.zeros(self.model.nv).at[0:6].set(
+        env.init_velocity_noise * jax.random.uniform(k_vel, (6,), minval=-1.0, maxval=1.0))
+    data = mjx.make_data(self.model).replace(qpos=qpos, qvel=qvel, ctrl=joints)
+    # Kinematics alone positions the feet for the first observation; mjx.step recomputes the
+    # full forward pass before it integrates, so nothing else needs to be valid here.
+    return mjx.kinematics(self.model, data)
+
+  def _no_step_yet(self) -> tuple[StepSignals, dict[str, jax.Array]]:
+    """Signals and metrics of a state no step has led to: zeros and False, shaped as a step's."""
+    zero = jnp.zeros(())
+    per_foot = jnp.zeros(self.num_feet)
+    no_contact = jnp.zeros(self.num_feet, bool)
+    signals = StepSignals(trunk_height=zero, trunk_tilt=zero, contact=no_contact,
+                          last_contact=no_contact, foot_speed=per_foot, air_time=per_foot,
+                          body_contact=jnp.zeros((), bool))
+    metrics = {f"reward/{name}": zero for name in self._reward_scales}
+    metrics.update({name: zero for name in ("tracking/lin_vel_error", "tracking/yaw_rate_error",
+                                            "episode/return", "episode/length")})
+    return signals, metrics
 
   # OBSERVATIONS
 
