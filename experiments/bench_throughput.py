@@ -8,7 +8,8 @@ them alike and the ratios are side by side:
   mjx_sps      bare MJX: the robot's physics substeps only, zero actions, no task logic
   physics_sps  the env's own step (physics, observations, rewards, terminations, auto-reset),
                zero actions, no policy
-  rollout_sps  env steps plus the policy: normalise, sample, value, as in training
+  rollout_sps  env steps plus the policy (normalise, sample, value) and the early-end trace
+               bookkeeping, as in training
   train_sps    the whole training chunk (rollout, GAE, PPO epochs)
   train_over_physics = train_sps / physics_sps, and train_over_mjx = train_sps / mjx_sps
 compile_s is the first chunk's lower + compile time; bytes_per_env is XLA's memory estimate for
@@ -67,9 +68,9 @@ def main(argv):
     return jax.lax.scan(lambda s, _: (jax.vmap(env.step)(s, zeros), None), state, None, t)[0]
 
   @jax.jit
-  def policy_rollout(train, state):
-    train, state, traj = trainer.collect(train, state)
-    return train, state, traj.reward
+  def policy_rollout(carry):
+    carry, traj, _ = trainer.collect(carry)
+    return carry, traj.reward
 
   start = time.perf_counter()
   compiled_chunk = trainer.train_chunk.lower(carry).compile()
@@ -84,13 +85,13 @@ def main(argv):
   # Warm every variant once (compiles the three rollouts).
   jax.block_until_ready(mjx_rollout(env_state.data))
   jax.block_until_ready(physics_rollout(env_state))
-  jax.block_until_ready(policy_rollout(carry.train, env_state))
+  jax.block_until_ready(policy_rollout(carry))
 
   times = {"mjx": [], "physics": [], "rollout": [], "train": []}
   for _ in range(_REPEATS.value):
     times["mjx"].append(_time(mjx_rollout, env_state.data))
     times["physics"].append(_time(physics_rollout, env_state))
-    times["rollout"].append(_time(policy_rollout, carry.train, env_state))
+    times["rollout"].append(_time(policy_rollout, carry))
     start = time.perf_counter()
     carry, metrics = compiled_chunk(carry)
     jax.block_until_ready(metrics)

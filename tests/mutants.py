@@ -117,19 +117,20 @@ MUTANTS = (
     # A timeout bootstrapped from the next episode's first observation: in the trainer, and in
     # the env's final_obs.
     Mutant("bootstrap_from_next_episode", "mjx_walk/learn/trainer.py",
-           "final_obs = normalize(train.normalizer, next_env.final_obs)",
-           "final_obs = normalize(train.normalizer, next_env.obs)", BOOTSTRAP),
+           "final_obs = _normalize(parts, train.normalizer, next_env.final_obs)",
+           "final_obs = _normalize(parts, train.normalizer, next_env.obs)", BOOTSTRAP),
     Mutant("env_final_obs_after_reset", "mjx_walk/sim/env.py",
-           "        final_obs=obs,\n        reward=reward,\n",
-           "        final_obs=_tree_where(done, fresh.obs, obs),\n        reward=reward,\n",
+           "        obs=_tree_where(done, fresh.obs, final.obs),\n",
+           "        obs=_tree_where(done, fresh.obs, final.obs),\n"
+           "        final_obs=_tree_where(done, fresh.obs, final.obs),\n",
            ENV_FINAL_OBS),
     # The adapted learning rate applied one minibatch late (set after the optimizer step).
     Mutant("learning_rate_one_minibatch_late", "mjx_walk/learn/trainer.py",
-           "      opt_state = ppo.set_learning_rate(opt_state, lr)\n"
-           "    updates, opt_state = optimizer.update(grads, opt_state, params)\n",
-           "    updates, opt_state = optimizer.update(grads, opt_state, params)\n"
-           "    if ppo_cfg.desired_kl > 0:\n"
-           "      opt_state = ppo.set_learning_rate(opt_state, lr)\n", LR_TIMING),
+           "    opt_state = ppo.set_learning_rate(opt_state, lr)\n"
+           "  updates, opt_state = optimizer.update(grads, opt_state, params)\n",
+           "  updates, opt_state = optimizer.update(grads, opt_state, params)\n"
+           "  if ppo_cfg.desired_kl > 0:\n"
+           "    opt_state = ppo.set_learning_rate(opt_state, lr)\n", LR_TIMING),
     # Data safety: a divergence guard that never fires, a restore that skips the checksums or
     # the layout check, a run folder taken over, and NaN let through validation.
     Mutant("guard_never_fires", "mjx_walk/learn/trainer.py",

@@ -1,10 +1,11 @@
-"""Tests for mjx_walk.audit: every reduction on hand-built batches with known answers, trace
-picking, writing and replay in MJX, the ledger summary, and the plain-words flags."""
+"""Tests for mjx_walk.learn.audit: every reduction on hand-built batches with known answers, the
+whole update audit on typed signals, and the early-end traces: recording from the env's final
+states and picking. (The ledger summary is in test_records.py, the flags in test_flags.py, trace
+files and their replay in MJX in test_traces.py.)"""
 
 from __future__ import annotations
 
 import functools
-import pathlib
 
 from absl.testing import absltest
 import chex
@@ -12,14 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mjx_walk.learn import audit
-from mjx_walk.analysis import flags as flags_lib
-from mjx_walk.analysis import traces as trace_files
-from mjx_walk.learn import records as records_lib
 from mjx_walk import config as config_lib
+from mjx_walk.learn import audit
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
-from mjx_walk.run import run_folder
 
 R = env_lib.ResetReason
 _ = False
@@ -150,17 +147,87 @@ class RewardAndSyncTest(chex.TestCase):
                                rtol=1e-6)
 
 
-def _fake_trace(num_envs: int, steps: int, lengths: list[int]) -> env_lib.EpisodeTrace:
+class RolloutMetricsTest(chex.TestCase):
+
+  def _rollout(self, num_traces: int):
+    """T = 2 steps, N = 2 envs (env n in family n % 2), F = 1 foot, worked by hand below."""
+    signals = env_lib.StepSignals(
+        trunk_height=jnp.array([[0.16, 0.3], [0.3, 0.3]]),
+        trunk_tilt=jnp.array([[20.0, 0.0], [0.0, 0.0]]),
+        contact=jnp.array([[X, _], [X, X]])[..., None],  # [T, N, F]
+        last_contact=jnp.array([[_, _], [X, _]])[..., None],
+        foot_speed=jnp.array([[0.6, 0.0], [0.3, 0.2]])[..., None],
+        air_time=jnp.array([[0.2, 0.0], [0.0, 0.4]])[..., None],
+        body_contact=jnp.array([[_, _], [_, X]]),
+    )
+    reasons = jnp.array([[R.FALL, R.NONE], [R.NONE, R.TIMEOUT]], jnp.int32)
+    env_metrics = {"reward/a": jnp.array([[1.0, -1.0], [0.0, 0.0]]),  # |a| sums to 2
+                   "reward/b": jnp.array([[2.0, 0.0], [0.0, 0.0]]),  # |b| sums to 2
+                   "episode/return": jnp.full((2, 2), 100.0)}  # not a reward term
+    rows = lambda *shape: jnp.zeros((2, num_traces) + shape)
+    ints = lambda values: jnp.broadcast_to(jnp.array(values, jnp.int32)[:, None], (2, num_traces))
+    # One early end, at step 0 in env 0; each step's candidates (`step_early_ends`) [T, S].
+    early_end_traces = audit.Traces(
+        qpos=rows(3, 2), qvel=rows(3, 2), action=rows(2, 1), family=ints([0, 0]),
+        env=ints([0, 0]), reason=ints([R.FALL, 0]), length=ints([1, 0]),
+        first_step=ints([7, 0]), valid=jnp.broadcast_to(jnp.array([X, _])[:, None], (2, num_traces)))
+    return audit.rollout_metrics(
+        signals, jnp.array([[X, _], [_, _]]), env_metrics, reasons, reasons != R.NONE,
+        early_end_traces, num_families=2, audit=config_lib.AuditConfig(slip_speed=0.1,
+                                                                       stumble_speed=0.5),
+        foot_names=("FR",))
+
+  def test_update_audit_on_typed_signals(self):
+    metrics = self._rollout(num_traces=1)
+    expected = {
+        "audit/early_ends": 1.0,
+        "contact/touchdowns": 2.0,  # t0 env 0, t1 env 1
+        "contact/liftoffs": 0.0,
+        "contact/slips": 1.0,  # t1 env 0: on the ground at both ends at 0.3 m/s
+        "contact/stumble_touchdowns": 1.0,  # t0 env 0 at 0.6 m/s
+        "contact/body_contacts": 1.0,  # t1 env 1
+        "contact/stumbles": 2.0,
+        "contact/air_time_sum": 0.6,  # 0.2 + 0.4 s
+        "contact/air_time_p90": 0.4,  # nearest rank ceil(0.9 * 2) = 2nd smallest
+        "contact/ground_share/FR": 0.75,  # 3 of 4 env-steps end on the ground
+        "reward_share/a": 0.5,
+        "reward_share/b": 0.5,
+        "sync/max_reset_share": 0.5,  # one of two envs ends in each step
+        "sync/mean_reset_share": 0.5,
+    }
+    for key, value in expected.items():
+      self.assertAlmostEqual(float(metrics[key]), value, places=6, msg=key)
+    self.assertNotIn("reward_share/episode/return", metrics)
+    # Env 0 (family 0) fell, env 1 (family 1) timed out; the fall at 0.16 m and 20 degrees.
+    np.testing.assert_array_equal(metrics["audit/resets_by_family"],
+                                  [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0]])
+    np.testing.assert_array_equal(np.flatnonzero(metrics["audit/fall_height_counts"]), [6])
+    np.testing.assert_array_equal(np.flatnonzero(metrics["audit/fall_tilt_counts"]), [2])
+    # The update's first early end, from step 0.
+    np.testing.assert_array_equal(metrics["trace/valid"], [X])
+    np.testing.assert_array_equal(metrics["trace/first_step"], [7])
+    np.testing.assert_array_equal(metrics["trace/reason"], [R.FALL])
+    chex.assert_shape(metrics["trace/qpos"], (1, 3, 2))
+
+  def test_no_trace_keys_without_trace_rows(self):
+    metrics = self._rollout(num_traces=0)
+    self.assertFalse(any(key.startswith("trace/") for key in metrics))
+    self.assertEqual(float(metrics["audit/early_ends"]), 1.0)
+
+
+def _fake_trace(num_envs: int, steps: int, lengths: list[int],
+                early_end: list[bool]) -> audit.EpisodeTrace:
   """Batched traces whose qpos row k of env n is 10 n + k (nq = nv = A = 1), stale rows 99."""
   rows = np.arange(steps + 1)[None, :]  # [1, L + 1]
   qpos = 10.0 * np.arange(num_envs)[:, None] + rows  # [N, L + 1]
   length = np.array(lengths, np.int32)
   qpos = np.where(rows <= length[:, None], qpos, 99.0)
   action = np.where(rows[:, :-1] < length[:, None], qpos[:, :-1] + 0.5, 99.0)
-  return env_lib.EpisodeTrace(
+  return audit.EpisodeTrace(
       qpos=jnp.asarray(qpos[..., None], jnp.float32), qvel=jnp.asarray(-qpos[..., None]),
       action=jnp.asarray(action[..., None], jnp.float32), length=jnp.asarray(length),
-      first_step=jnp.asarray(np.arange(num_envs, dtype=np.int32) * 100))
+      first_step=jnp.asarray(np.arange(num_envs, dtype=np.int32) * 100),
+      early_end=jnp.asarray(early_end))
 
 
 class PickTracesTest(chex.TestCase):
@@ -168,18 +235,21 @@ class PickTracesTest(chex.TestCase):
   @chex.variants(with_jit=True, without_jit=True)
   def test_fills_free_rows_lowest_env_first(self):
     steps = 3
-    trace = _fake_trace(4, steps, lengths=[2, 1, 5, 3])
-    one = jax.tree.map(lambda x: x[0], trace)
-    picked = audit.empty_traces(3, one)
     family = jnp.array([0, 1, 0, 1], jnp.int32)
     reason = jnp.full((4,), R.FALL, jnp.int32)
-    pick = self.variant(audit.pick_traces)
-    # Step 1: envs 1 and 3 end early -> rows 0 and 1.
-    picked = pick(picked, jnp.array([_, X, _, X]), trace, family, reason)
-    np.testing.assert_array_equal(picked.valid, [X, X, _])
-    np.testing.assert_array_equal(picked.env, [1, 3, 0])
-    # Step 2: envs 0 and 1 end early; only the last row is free -> env 0; env 1 is dropped.
-    picked = pick(picked, jnp.array([X, X, _, _]), trace, family, reason)
+    pick = self.variant(audit.step_early_ends, static_argnums=3)
+    # Step 1: envs 1 and 3 end early -> rows 0 and 1; row 2 stays empty (all zeros).
+    first = pick(_fake_trace(4, steps, [2, 1, 5, 3], [_, X, _, X]), family, reason, 3)
+    np.testing.assert_array_equal(first.valid, [X, X, _])
+    np.testing.assert_array_equal(first.env, [1, 3, 0])
+    for name, value in vars(jax.tree.map(lambda x: x[2], first)).items():
+      np.testing.assert_array_equal(value, 0, err_msg=name)
+    # Step 2: envs 0 and 1 end early (env 1 in a new episode).
+    second = pick(_fake_trace(4, steps, [2, 1, 5, 3], [X, X, _, _]), family, reason, 3)
+    np.testing.assert_array_equal(second.env, [0, 1, 0])
+    # Over the update: only one row is left after step 1 -> env 0; env 1 is dropped.
+    picked = self.variant(audit.first_early_ends)(
+        jax.tree.map(lambda a, b: jnp.stack([a, b]), first, second))
     np.testing.assert_array_equal(picked.valid, [X, X, X])
     np.testing.assert_array_equal(picked.env, [1, 3, 0])
     np.testing.assert_array_equal(picked.family, [1, 1, 0])
@@ -193,177 +263,105 @@ class PickTracesTest(chex.TestCase):
                                                           [0.5, 1.5, 0]])
     np.testing.assert_array_equal(picked.qvel, -picked.qpos)
 
-
-def _trace_metrics(num_updates: int, valid: list[list[bool]]) -> dict[str, np.ndarray]:
-  """A chunk's `trace/...` metrics [K, S, ...] with traces of length 1 + s, nq = 2."""
-  valid = np.array(valid)
-  k, s = valid.shape
-  steps = 3
-  length = np.tile(1 + np.arange(s, dtype=np.int32), (k, 1))  # [K, S]
-  qpos = np.arange(k * s * (steps + 1) * 2, dtype=np.float32).reshape(k, s, steps + 1, 2)
-  return {
-      "trace/qpos": qpos, "trace/qvel": -qpos,
-      "trace/action": np.ones((k, s, steps, 12), np.float32),
-      "trace/family": np.full((k, s), 7, np.int32), "trace/env": np.full((k, s), 15, np.int32),
-      "trace/reason": np.full((k, s), int(R.BODY_CONTACT), np.int32),
-      "trace/length": length, "trace/first_step": np.zeros((k, s), np.int32),
-      "trace/valid": valid,
-  }
+  def test_fewer_early_ends_than_rows_leave_empty_rows(self):
+    trace = _fake_trace(4, 3, [2, 1, 5, 3], [_, _, X, _])  # env 2 flagged, however long
+    per_step = audit.step_early_ends(trace, jnp.zeros(4, jnp.int32),
+                                     jnp.full((4,), R.FALL, jnp.int32), 2)
+    none = audit.step_early_ends(trace.replace(early_end=jnp.zeros(4, bool)),
+                                 jnp.zeros(4, jnp.int32), jnp.zeros(4, jnp.int32), 2)
+    picked = audit.first_early_ends(jax.tree.map(lambda a, b: jnp.stack([a, b]), none, per_step))
+    np.testing.assert_array_equal(picked.valid, [X, _])
+    np.testing.assert_array_equal(picked.env, [2, 0])
+    np.testing.assert_array_equal(picked.qpos[0, :, 0], [20, 21, 22, 23])
+    for name, value in vars(jax.tree.map(lambda x: x[1], picked)).items():
+      np.testing.assert_array_equal(value, 0, err_msg=name)
 
 
-class HostTest(absltest.TestCase):
-
-  def test_summarize_sparse_families_and_histograms(self):
-    counts = np.zeros((2, 3, 5))  # K = 2 updates, F = 3 families, R = 5 reasons
-    counts[0, 0, 0] = 2  # family 0: 2 falls in update 1 ...
-    counts[1, 0, 0] = 1  # ... and 1 in update 2
-    counts[1, 2, 1] = 4  # family 2: 4 timeouts
-    counts[0, 2, 3] = 1  # family 2: 1 body contact
-    height = np.zeros((2, 18))
-    height[0, 6], height[1, 6], height[1, 0] = 2, 1, 1
-    record = records_lib.summarize({"audit/resets_by_family": counts,
-                                    "audit/fall_height_counts": height,
-                                    "audit/fall_tilt_counts": np.ones((2, 18)),
-                                    "episode/count": np.array([3.0, 5.0]),
-                                    "episode/return_sum": np.zeros(2),
-                                    "episode/length_sum": np.zeros(2)})
-    self.assertEqual(record["audit/resets_by_family"],
-                     {"0": {"fall": 3}, "2": {"timeout": 4, "body_contact": 1}})
-    self.assertEqual(record["audit/fall_height_counts"], [1] + [0] * 5 + [3] + [0] * 11)
-    self.assertEqual(record["audit/fall_tilt_counts"], [2] * 18)
-    self.assertEqual(record["episode/count"], 8.0)  # the scalars are reduced beside them
-
-  def test_write_traces_until_the_folder_is_full(self):
-    run_dir = pathlib.Path(self.create_tempdir().full_path)
-    # K = 2 updates of S = 2 rows; update 11 has one valid trace, update 12 two.
-    metrics = _trace_metrics(2, [[X, _], [X, X]])
-    paths = trace_files.write_early_ends(run_dir, metrics, first_update=10, max_traces=2)
-    self.assertEqual([p.name for p in paths], ["11_0.npz", "12_0.npz"])  # 12_1 over the limit
-    trace = trace_files.load_early_end(paths[1])
-    self.assertEqual(int(trace["length"]), 1)
-    np.testing.assert_array_equal(trace["qpos"], metrics["trace/qpos"][1, 0, :2])
-    np.testing.assert_array_equal(trace["qvel"], -trace["qpos"])
-    self.assertEqual(trace["action"].shape, (1, 12))
-    self.assertEqual((int(trace["family"]), int(trace["env"]), int(trace["update"])), (7, 15, 12))
-    self.assertEqual((int(trace["reason"]), str(trace["reason_name"])),
-                     (R.BODY_CONTACT, "body_contact"))
-    # The folder is full: nothing new; an update redone after a resume overwrites its own file.
-    self.assertEqual(trace_files.write_early_ends(run_dir, metrics, first_update=20, max_traces=2), [])
-    again = trace_files.write_early_ends(run_dir, metrics, first_update=10, max_traces=2)
-    self.assertEqual([p.name for p in again], ["11_0.npz", "12_0.npz"])
-    self.assertEqual(len(list((run_dir / run_folder.TRACES).glob("*.npz"))), 2)
-    self.assertEqual(trace_files.write_early_ends(run_dir, {"reward/total": np.zeros(2)}, 0, 5), [])
+# RECORDING FROM THE ENV'S FINAL STATES
 
 
-def _update(update: int, **values) -> dict:
-  """A healthy update record (plenty of events, no early ends, no burst), with `values` set."""
-  record = {"kind": "update", "update": update, "episode/count": 10.0, "audit/early_ends": 0.0,
-            "contact/slips": 900.0, "contact/stumbles": 500.0, "contact/touchdowns": 5000.0,
-            "contact/liftoffs": 5000.0, "reward_share/tracking_lin_vel": 0.6,
-            "reward_share/feet_air_time": 0.1, "reward_share/termination": 0.3,
-            "tracking/lin_vel_error": 0.5 - 0.01 * update, "sync/max_reset_share": 0.02,
-            "sync/mean_reset_share": 0.01, "sync/min_effective_families": 120.0}
-  record.update(values)
-  return record
-
-
-class FlagsTest(absltest.TestCase):
-
-  def test_healthy_run_has_no_flags(self):
-    records = [{"kind": "recipe"}] + [_update(u) for u in range(1, 9)] + [{"kind": "eval"}]
-    self.assertEqual(flags_lib.flags(records, config_lib.default()), [])
-    self.assertEqual(flags_lib.flags([], config_lib.default()), [])
-
-  def test_sentences(self):
-    cfg = config_lib.default()  # min_event_count 200, early_end_steps 10, dominant_share 0.5
-    records = [_update(u) for u in range(1, 9)]  # window: the last 8 // 4 = 2 updates (7, 8)
-    records[6].update({"contact/slips": 30.0})
-    records[7].update({"contact/slips": 44.0})  # mean over updates 7, 8: 37
-    records[0].update({"audit/early_ends": 12.0, "episode/count": 20.0})  # 12 of 90 episodes
-    records[1].update({"audit/early_ends": 0.0, "episode/count": 10.0})
-    for r in records[6:]:  # feet air time dominates while the tracking error rises 0.40 -> 0.45
-      r.update({"reward_share/feet_air_time": 0.64, "reward_share/tracking_lin_vel": 0.2})
-    records[6]["tracking/lin_vel_error"], records[7]["tracking/lin_vel_error"] = 0.40, 0.45
-    records[4].update({"sync/max_reset_share": 0.41, "sync/mean_reset_share": 0.02})
-    records[5].update({"sync/max_reset_share": 0.2, "sync/mean_reset_share": 0.01})
-    records[2]["sync/min_effective_families"] = 12.34  # of 128 training families
-    self.assertEqual(flags_lib.flags(records, cfg), [
-        "foot slips appeared only 37 times per batch, under the 200 threshold (mean over the "
-        "last 2 updates)",
-        "13% of episodes ended within 10 steps (early ends: 12 of 90 over the run; their traces "
-        "are in traces/)",
-        "reward term feet_air_time holds 64% of the absolute reward while tracking did not "
-        "improve over the last 2 updates (xy velocity error 0.40 -> 0.45 m/s)",
-        "41% of envs reset in the same step at update 5 (on average 2.0% per step; 2 updates "
-        "had such a burst)",
-        "a minibatch spanned only 12.3 effective families (inverse Simpson index) of 128 at "
-        "update 3",
-    ])
-
-  def test_dominant_term_with_improving_tracking_is_fine(self):
-    records = [_update(u, **{"reward_share/feet_air_time": 0.7}) for u in range(1, 9)]
-    self.assertEqual(flags_lib.flags(records, config_lib.default()), [])  # error falls each update
-
-
-# TRACE REPLAY IN MJX
-
-
-def _early_end_config() -> config_lib.TrainConfig:
-  """Episodes that end early: the fall height sits just under the standing trunk height."""
+@functools.lru_cache(maxsize=None)
+def _quiet_env() -> env_lib.LocomotionEnv:
+  """No reset perturbation, no observation noise: starts exactly in the standing pose."""
   cfg = config_lib.default()
-  cfg.env.fall_height = 0.265
-  cfg.audit.early_end_steps = 8
-  return cfg
+  cfg.env.init_joint_noise = 0.0
+  cfg.env.init_velocity_noise = 0.0
+  cfg.env.obs_noise_scale = 0.0
+  return env_lib.LocomotionEnv(cfg)
 
 
-class ReplayTest(absltest.TestCase):
+class RecordStepTest(absltest.TestCase):
 
-  def test_replay_reproduces_recorded_states(self):
-    cfg = _early_end_config()
-    env = env_lib.LocomotionEnv(cfg)
-    manifest = families.make_manifest(cfg)
-    num_envs, num_steps, num_traces = 16, 12, 3
-    family = families.for_envs(manifest.train_params(), num_envs)  # env n: family n
+  def test_trace_records_the_episode_and_outlives_its_end(self):
+    env = _quiet_env()
+    num_envs = 4
+    manifest = families.make_manifest(env.config)
+    reset = jax.jit(jax.vmap(env.reset))
+    step = jax.jit(jax.vmap(env.step_with_final))
+    record = jax.jit(jax.vmap(audit.record_step))
+    start = jax.jit(jax.vmap(audit.start_trace, in_axes=(0, None)), static_argnums=1)
+    state = reset(jax.random.split(jax.random.key(0), num_envs),
+                  families.for_envs(manifest.train_params(), num_envs))
+    # Traces of 10 steps (the default audit.early_end_steps) and of 3 steps, side by side.
+    trace, short = start(state, 10), start(state, 3)
+    qpos0 = np.asarray(state.data.qpos)
+    np.testing.assert_array_equal(trace.qpos[:, 0], qpos0)  # row 0: the reset state
+    np.testing.assert_array_equal(trace.length, 0)
+    actions = 0.3 * jax.random.normal(jax.random.key(5), (3, num_envs, env.action_size))
+    actions = actions.at[0, 0, 0].set(9.0)  # clipped to action_clip = 5 in the trace
+    seen = [qpos0]
+    for action in actions:
+      nxt, final = step(state, action)
+      trace, short = record(trace, state, final), record(short, state, final)
+      state = nxt
+      seen.append(np.asarray(final.data.qpos))
+    np.testing.assert_array_equal(state.reset_reason, R.NONE)
+    np.testing.assert_array_equal(trace.length, 3)
+    np.testing.assert_array_equal(trace.first_step, 0)
+    np.testing.assert_array_equal(np.swapaxes(trace.qpos[:, :4], 0, 1), np.stack(seen))
+    np.testing.assert_array_equal(np.swapaxes(trace.action[:, :3], 0, 1),
+                                  np.clip(actions, -5.0, 5.0))
+    self.assertEqual(float(trace.action[0, 0, 0]), 5.0)
+    np.testing.assert_array_equal(trace.early_end, False)
+    chex.assert_trees_all_equal((short.qpos, short.action), (trace.qpos[:, :4], trace.action[:, :3]))
 
-    @jax.jit
-    def rollout(keys):
-      state = jax.vmap(env.reset)(keys, family)
-      one_trace = jax.tree.map(lambda x: x[0], state.trace)
+    # Env 1 drops below the fall height on its 4th step: an early end within 10 steps, but not
+    # within 3.
+    dropped = state.replace(data=state.data.replace(qpos=state.data.qpos.at[1, 2].set(0.1)))
+    ended, final = step(dropped, actions[0])
+    trace, short = record(trace, dropped, final), record(short, dropped, final)
+    np.testing.assert_array_equal(ended.reset_reason, [R.NONE, R.FALL, R.NONE, R.NONE])
+    np.testing.assert_array_equal(trace.early_end, [_, X, _, _])
+    np.testing.assert_array_equal(short.early_end, False)
+    np.testing.assert_array_equal(short.length, 4)  # counts on past L; the rows stay full
+    chex.assert_trees_all_equal((short.qpos, short.action), (trace.qpos[:, :4], trace.action[:, :3]))
+    # The returned state is the next episode's, but the trace still holds the one that ended,
+    # including the state it ended in.
+    self.assertEqual(int(trace.length[1]), 4)
+    self.assertLess(float(trace.qpos[1, 4, 2]), 0.18)
+    self.assertGreater(float(ended.data.qpos[1, 2]), 0.25)
+    # The next step starts a new trace from the new episode's reset state.
+    after, final = step(ended, actions[1])
+    trace = record(trace, ended, final)
+    np.testing.assert_array_equal(trace.length, [5, 1, 5, 5])
+    np.testing.assert_array_equal(trace.qpos[1, 0], ended.data.qpos[1])
+    np.testing.assert_array_equal(trace.qpos[1, 1], after.data.qpos[1])
+    np.testing.assert_array_equal(trace.early_end, False)
 
-      def body(carry, key):
-        state, picked = carry
-        action = 1.5 * jax.random.normal(key, (num_envs, env.action_size))  # [N, A]
-        state = jax.vmap(env.step)(state, action)
-        picked = audit.pick_traces(picked, state.metrics["audit/early_end"] > 0.5, state.trace,
-                                   state.family.index, state.reset_reason)
-        return (state, picked), None
-
-      (_, picked), _ = jax.lax.scan(
-          body, (state, audit.empty_traces(num_traces, one_trace)),
-          jax.random.split(jax.random.key(1), num_steps))
-      return picked
-
-    picked = jax.device_get(rollout(jax.random.split(jax.random.key(0), num_envs)))
-    self.assertTrue(np.all(picked.valid), "the rollout should end some episodes early")
-    metrics = {f"trace/{name}": np.asarray(getattr(picked, name))[None]
-               for name in ("qpos", "qvel", "action", "family", "env", "reason", "length",
-                            "first_step", "valid")}
-    run_dir = pathlib.Path(self.create_tempdir().full_path)
-    paths = trace_files.write_early_ends(run_dir, metrics, first_update=0, max_traces=num_traces)
-    self.assertLen(paths, num_traces)
-    train_params = manifest.train_params()
-    for path in paths:
-      trace = trace_files.load_early_end(path)
-      self.assertBetween(int(trace["length"]), 1, cfg.audit.early_end_steps)
-      self.assertIn(str(trace["reason_name"]), ("fall", "body_contact", "joint_limit"))
-      # The episode really ended: the last recorded trunk height is below the threshold, or
-      # another termination ended it.
-      if str(trace["reason_name"]) == "fall":
-        self.assertLess(float(trace["qpos"][-1, 2]), cfg.env.fall_height + 1e-6)
-      params = jax.tree.map(lambda x: x[int(trace["family"])], train_params)
-      replayed = trace_files.replay_trace(env, params, trace)
-      self.assertEqual(replayed.shape, trace["qpos"].shape)
-      np.testing.assert_allclose(replayed, trace["qpos"], atol=1e-4, err_msg=str(path))
+  def test_first_step_follows_a_late_started_clock(self):
+    env = _quiet_env()
+    manifest = families.make_manifest(env.config)
+    state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 2),
+                                families.for_envs(manifest.train_params(), 2))
+    # The trainer staggers the first episodes: env 1's clock starts at 7.
+    state = state.replace(task=state.task.replace(step=jnp.array([0, 7], jnp.int32)))
+    trace = jax.vmap(audit.start_trace, in_axes=(0, None))(state, 10)
+    for _ in range(2):
+      nxt, final = jax.vmap(env.step_with_final)(state, jnp.zeros((2, env.action_size)))
+      trace, state = jax.vmap(audit.record_step)(trace, state, final), nxt
+    np.testing.assert_array_equal(trace.length, 2)
+    np.testing.assert_array_equal(trace.first_step, [0, 7])
+    np.testing.assert_array_equal(state.task.step, [2, 9])
 
 
 if __name__ == "__main__":

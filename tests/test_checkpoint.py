@@ -280,7 +280,8 @@ def fake_carry(step: int, size: int) -> trainer_lib.Carry:
                                             count=jnp.ones(())),
       key=jax.random.key(step),
       update_step=jnp.asarray(step, jnp.int32))
-  return trainer_lib.Carry(train=train, env={"big": jnp.full((size,), step, jnp.float32)})
+  return trainer_lib.Carry(train=train, env={"big": jnp.full((size,), step, jnp.float32)},
+                           trace={"length": jnp.full((2,), step, jnp.int32)})
 
 
 _KILLED_SAVE = textwrap.dedent("""

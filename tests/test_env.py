@@ -1,5 +1,6 @@
-"""Tests for mjx_walk.env: shapes, standing, determinism, vmap, NaN isolation, episode ends, and
-the family's command schedule."""
+"""Tests for mjx_walk.sim.env: shapes and dtypes (the typed audit signals included), standing,
+determinism, vmap, NaN isolation, episode ends and the final state before an auto-reset, and the
+family's command schedule."""
 
 import functools
 
@@ -95,27 +96,53 @@ class EnvTest(chex.TestCase):
     chex.assert_shape([state.reward, state.terminated, state.truncated, state.reset_reason],
                       (NUM_ENVS,))
     chex.assert_shape(state.task.command, (NUM_ENVS, 3))
-    for name in config_lib.RewardConfig().scales():
-      chex.assert_shape(state.metrics[f"reward/{name}"], (NUM_ENVS,))
-    for name in ("trunk_height", "trunk_tilt", "body_contact", "early_end"):
-      chex.assert_shape(state.metrics[f"audit/{name}"], (NUM_ENVS,))
-    for name in ("contact", "last_contact", "foot_speed", "air_time"):
-      chex.assert_shape(state.metrics[f"audit/{name}"], (NUM_ENVS, num_feet))
-    steps = env.trace_steps
-    self.assertEqual(steps, env.config.audit.early_end_steps)
-    chex.assert_shape(state.trace.qpos, (NUM_ENVS, steps + 1, env.model.nq))
-    chex.assert_shape(state.trace.qvel, (NUM_ENVS, steps + 1, env.model.nv))
-    chex.assert_shape(state.trace.action, (NUM_ENVS, steps, num_actions))
+    # Metrics are for logging only: the reward terms, tracking errors and episode statistics.
+    expected = {f"reward/{name}" for name, scale in config_lib.RewardConfig().scales().items()
+                if scale}
+    expected |= {"tracking/lin_vel_error", "tracking/yaw_rate_error", "episode/return",
+                 "episode/length"}
+    self.assertEqual(set(state.metrics), expected)
+    for name, value in state.metrics.items():
+      chex.assert_shape(value, (NUM_ENVS,))
+      chex.assert_type(value, jnp.float32)
     chex.assert_shape(state.task.foot_xy, (NUM_ENVS, num_feet, 2))
     self.assertEqual(env.foot_names, ("FR", "FL", "RR", "RL"))
-    # Reset and step produce the same metrics tree (the trainer's scan carries it).
+    # Reset and step produce the same metrics and signals trees (the trainer's scan carries them).
     chex.assert_trees_all_equal_shapes_and_dtypes(_reset(reset).metrics, state.metrics)
+    chex.assert_trees_all_equal_shapes_and_dtypes(_reset(reset).signals, state.signals)
     chex.assert_tree_all_finite(state.metrics)
+    chex.assert_tree_all_finite(state.signals)
     # only_positive: the shaped part of the reward is clipped at 0, the termination added after.
     shaped = sum(state.metrics[f"reward/{name}"] for name in config_lib.RewardConfig().scales()
                  if name != "termination")
     np.testing.assert_allclose(
         state.reward, np.maximum(shaped, 0.0) + state.metrics["reward/termination"], atol=1e-7)
+
+  def test_signals_are_typed_with_the_documented_shapes(self):
+    env = _quiet_env()
+    reset, step = _jitted(env)
+    num_feet = env.num_feet
+    standing = reset(_keys(), _flat_families())  # the standing pose on level ground
+    for state in (standing, step(standing, jnp.zeros((NUM_ENVS, env.action_size)))):
+      signals = state.signals
+      self.assertIsInstance(signals, env_lib.StepSignals)
+      # Booleans stay booleans: contacts at both ends of the step, and body contact.
+      chex.assert_shape([signals.contact, signals.last_contact], (NUM_ENVS, num_feet))
+      chex.assert_type([signals.contact, signals.last_contact], bool)
+      chex.assert_shape(signals.body_contact, (NUM_ENVS,))
+      chex.assert_type(signals.body_contact, bool)
+      # Measurements are float32: per env, trunk height (m) and tilt (degrees); per foot, the
+      # mean horizontal speed (m/s) and air time (s).
+      chex.assert_shape([signals.trunk_height, signals.trunk_tilt], (NUM_ENVS,))
+      chex.assert_shape([signals.foot_speed, signals.air_time], (NUM_ENVS, num_feet))
+      chex.assert_type([signals.trunk_height, signals.trunk_tilt, signals.foot_speed,
+                        signals.air_time], jnp.float32)
+    # After one step from the standing pose: the trunk is where the physics left it, and the
+    # start-of-step contact is the reset state's (every foot on the ground).
+    np.testing.assert_array_equal(state.signals.trunk_height, state.data.qpos[:, 2])
+    np.testing.assert_array_equal(state.signals.last_contact, True)
+    # One control step of air time counted on top of the reset's zero.
+    np.testing.assert_allclose(state.signals.air_time, env.dt, rtol=1e-6)
 
   def test_zero_actions_stand_for_two_seconds(self):
     env = _quiet_env()
@@ -124,12 +151,12 @@ class EnvTest(chex.TestCase):
 
     def body(state, _):
       state = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
-      return state, (state.data.qpos[:, 2], state.reset_reason, state.metrics)
+      return state, (state.data.qpos[:, 2], state.reset_reason, state.signals)
 
     # Nominal conditions (the evaluation panel's `flat` families): no pushes, no payload, no
     # actuator delay, so standing still is the whole story.
     state = reset(_keys(), _flat_families())
-    state, (heights, reasons, metrics) = jax.lax.scan(body, state, None, num_steps)
+    state, (heights, reasons, signals) = jax.lax.scan(body, state, None, num_steps)
     chex.assert_tree_all_finite(state.data.qpos)
     np.testing.assert_array_equal(reasons, env_lib.ResetReason.NONE)
     self.assertGreater(float(heights.min()), 0.22)
@@ -143,14 +170,13 @@ class EnvTest(chex.TestCase):
     # The audit signals agree: every foot on the ground on every step, none slipping (by the
     # audit's threshold) once settled, no body contact, the trunk level and at standing height.
     # Planted feet still creep at about 2 cm/s: MuJoCo's soft contacts allow a little sliding.
-    np.testing.assert_array_equal(metrics["audit/contact"], 1.0)
-    np.testing.assert_array_equal(metrics["audit/last_contact"], 1.0)
+    np.testing.assert_array_equal(signals.contact, True)
+    np.testing.assert_array_equal(signals.last_contact, True)
     settled = round(0.5 * env.config.env.control_hz)
-    np.testing.assert_array_less(metrics["audit/foot_speed"][settled:],
-                                 env.config.audit.slip_speed / 2)
-    np.testing.assert_array_equal(metrics["audit/body_contact"], 0.0)
-    np.testing.assert_array_less(metrics["audit/trunk_tilt"], 6.0)
-    np.testing.assert_allclose(metrics["audit/trunk_height"], heights, atol=1e-6)
+    np.testing.assert_array_less(signals.foot_speed[settled:], env.config.audit.slip_speed / 2)
+    np.testing.assert_array_equal(signals.body_contact, False)
+    np.testing.assert_array_less(signals.trunk_tilt, 6.0)
+    np.testing.assert_allclose(signals.trunk_height, heights, atol=1e-6)
 
   def test_same_key_same_state(self):
     env = _env()
@@ -205,9 +231,12 @@ class EnvTest(chex.TestCase):
           (single.reset_reason, single.terminated, single.truncated, single.task.step, single.key))
       chex.assert_trees_all_close(
           (one.data.qpos, one.data.qvel, one.obs, one.final_obs, one.reward, one.metrics,
-           one.task.command, one.task.feet_air_time),
+           one.task.command, one.task.feet_air_time, one.signals.trunk_height,
+           one.signals.trunk_tilt, one.signals.foot_speed, one.signals.air_time),
           (single.data.qpos, single.data.qvel, single.obs, single.final_obs, single.reward,
-           single.metrics, single.task.command, single.task.feet_air_time),
+           single.metrics, single.task.command, single.task.feet_air_time,
+           single.signals.trunk_height, single.signals.trunk_tilt, single.signals.foot_speed,
+           single.signals.air_time),
           atol=1e-4, rtol=1e-4)
 
   def test_nan_isolated_to_its_env(self):
@@ -226,6 +255,12 @@ class EnvTest(chex.TestCase):
     chex.assert_tree_all_finite(poisoned_next.final_obs)
     chex.assert_tree_all_finite(poisoned_next.reward)
     chex.assert_tree_all_finite(poisoned_next.metrics)
+    chex.assert_tree_all_finite(poisoned_next.signals)
+    # A diverged step reports no contact event, no foot speed and no body contact.
+    np.testing.assert_array_equal(poisoned_next.signals.contact[1],
+                                  poisoned_next.signals.last_contact[1])
+    np.testing.assert_array_equal(poisoned_next.signals.foot_speed[1], 0.0)
+    self.assertFalse(bool(poisoned_next.signals.body_contact[1]))
     chex.assert_tree_all_finite(poisoned_next.data.qpos)
     self.assertEqual(int(poisoned_next.task.step[1]), 0)  # that env started a new episode
     # Garbage physics earns nothing, not even the termination penalty: the step carries no
@@ -305,39 +340,36 @@ class EnvTest(chex.TestCase):
     self.assertTrue(bool(nxt.terminated[1]))
     np.testing.assert_array_equal(np.asarray(nxt.reset_reason)[[0, 2, 3]], env_lib.ResetReason.NONE)
 
-  def test_trace_records_the_episode_and_outlives_its_end(self):
+  def test_final_state_is_the_one_the_episode_ended_in(self):
     env = _quiet_env()
-    reset, step = _jitted(env)
+    reset = _jitted(env)[0]
+    step_with_final = jax.jit(jax.vmap(env.step_with_final))
     state = _reset(reset)
-    qpos0 = np.asarray(state.data.qpos)
-    np.testing.assert_array_equal(state.trace.qpos[:, 0], qpos0)  # row 0: the reset state
-    actions = 0.3 * jax.random.normal(jax.random.key(5), (3, NUM_ENVS, env.action_size))
-    seen = [qpos0]
-    for action in actions:
-      state = step(state, action)
-      seen.append(np.asarray(state.data.qpos))
-    np.testing.assert_array_equal(state.trace.length, 3)
-    np.testing.assert_array_equal(state.trace.first_step, 0)
-    np.testing.assert_array_equal(np.swapaxes(state.trace.qpos[:, :4], 0, 1), np.stack(seen))
-    np.testing.assert_array_equal(np.swapaxes(state.trace.action[:, :3], 0, 1), actions)
-    np.testing.assert_array_equal(state.metrics["audit/early_end"], 0.0)
-
-    # Env 1 drops below the fall height on its 4th step: an early end (4 <= 10 steps).
+    actions = 0.3 * jax.random.normal(jax.random.key(5), (NUM_ENVS, env.action_size))
+    # Env 1 starts far below the fall height: its step ends the episode.
     dropped = state.replace(data=state.data.replace(qpos=state.data.qpos.at[1, 2].set(0.1)))
-    ended = step(dropped, actions[0])
-    np.testing.assert_array_equal(ended.reset_reason, [R_NONE, R_FALL, R_NONE, R_NONE])
-    np.testing.assert_array_equal(ended.metrics["audit/early_end"], [0, 1, 0, 0])
-    self.assertLess(float(ended.metrics["audit/trunk_height"][1]), 0.18)
-    # The returned state is the next episode's, but the trace still holds the one that ended,
-    # including the state it ended in.
-    self.assertEqual(int(ended.trace.length[1]), 4)
-    self.assertLess(float(ended.trace.qpos[1, 4, 2]), 0.18)
-    self.assertGreater(float(ended.data.qpos[1, 2]), 0.25)
-    # The next step starts a new trace from the new episode's reset state.
-    after = step(ended, actions[1])
-    np.testing.assert_array_equal(after.trace.length, [5, 1, 5, 5])
-    np.testing.assert_array_equal(after.trace.qpos[1, 0], ended.data.qpos[1])
-    np.testing.assert_array_equal(after.trace.qpos[1, 1], after.data.qpos[1])
+    nxt, final = step_with_final(dropped, actions)
+    np.testing.assert_array_equal(nxt.reset_reason, [R_NONE, R_FALL, R_NONE, R_NONE])
+    # `next` is what `step` returns.
+    chex.assert_trees_all_equal(nxt, jax.jit(jax.vmap(env.step))(dropped, actions))
+    # Where the episode goes on, the final state is the next one.
+    going = np.array([0, 2, 3])
+    chex.assert_trees_all_equal(_select(final, going), _select(nxt, going))
+    # Where it ended, the final state is the one it ended in: the trunk still low, the step
+    # counted, the clipped action recorded, the observation the one in `final_obs`; the next
+    # state starts over at the standing height.
+    self.assertLess(float(final.data.qpos[1, 2]), 0.18)
+    self.assertGreater(float(nxt.data.qpos[1, 2]), 0.25)
+    self.assertEqual(int(final.task.step[1]), 1)
+    self.assertEqual(int(nxt.task.step[1]), 0)
+    clip = env.env_config.action_clip
+    np.testing.assert_array_equal(final.task.last_action, np.clip(actions, -clip, clip))
+    chex.assert_trees_all_equal(final.obs, nxt.final_obs)
+    # The step's own outcome is the same in both.
+    chex.assert_trees_all_equal(
+        (final.reward, final.reset_reason, final.signals, final.metrics, final.key),
+        (nxt.reward, nxt.reset_reason, nxt.signals, nxt.metrics, nxt.key))
+    self.assertLess(float(nxt.signals.trunk_height[1]), 0.18)
 
   def test_joint_limit(self):
     env = _quiet_env()

@@ -235,7 +235,8 @@ class CollectTest(chex.TestCase):
     env_state = carry.env.replace(family=fam.replace(
         commands=jnp.broadcast_to(fam.commands[:, :1], fam.commands.shape),
         push_forces=jnp.zeros_like(fam.push_forces)))
-    train, _, traj = trainer.collect(carry.train, env_state)
+    after, traj, _ = trainer.collect(carry.replace(env=env_state))
+    train = after.train
     traj = jax.device_get(traj)
     num_steps, num_envs = traj.reward.shape
     truncated, terminated = np.asarray(traj.truncated), np.asarray(traj.terminated)
@@ -291,48 +292,43 @@ class CollectTest(chex.TestCase):
     # The replayed statistics are the rollout's.
     chex.assert_trees_all_close(norm, train.normalizer, rtol=1e-3, atol=1e-5)
 
-
-class SummarizeTest(absltest.TestCase):
-
-  def test_pools_episodes_over_updates(self):
-    metrics = {
-        "episode/count": np.array([0.0, 2.0, 2.0]),
-        "episode/return_sum": np.array([0.0, 3.0, 5.0]),
-        "episode/length_sum": np.array([0.0, 10.0, 30.0]),
-        "reset/fall": np.array([0.0, 1.0, 0.0]),
-        "reset/timeout": np.array([0.0, 1.0, 2.0]),
-        "reward/total": np.array([1.0, 2.0, 3.0]),
-    }
-    metrics.update({
-        "contact/touchdowns": np.array([0.0, 2.0, 6.0]),
-        "contact/air_time_sum": np.array([0.0, 0.4, 1.2]),
-        "contact/air_time_p90": np.array([0.0, 0.3, 0.5]),
-        "audit/early_ends": np.array([0.0, 1.0, 0.0]),
-        "sync/max_reset_share": np.array([0.1, 0.5, 0.2]),
-        "sync/min_effective_families": np.array([3.0, 2.5, 4.0]),
-        "audit/resets_by_family": np.zeros((3, 2, 5)),
-        "trace/valid": np.zeros((3, 2), bool),
-    })
-    record = records_lib.summarize(metrics)
-    # Swings pooled over touchdowns: 1.6 s / 8; the 90th percentile averaged over the updates
-    # that had touchdowns: (0.3 + 0.5) / 2.
-    self.assertAlmostEqual(record["contact/air_time_mean"], 0.2)
-    self.assertAlmostEqual(record["contact/air_time_p90"], 0.4)
-    self.assertEqual(record["audit/early_end_share"], 0.25)  # 1 of 4 episode ends
-    self.assertEqual(record["sync/max_reset_share"], 0.5)  # the worst update
-    self.assertEqual(record["sync/min_effective_families"], 2.5)
-    self.assertEqual(record["audit/resets_by_family"], {})  # only non-zero counts are listed
-    self.assertFalse(any(key.startswith("trace/") for key in record))
-    self.assertEqual(record["episode/return"], 2.0)
-    self.assertEqual(record["episode/length"], 10.0)
-    self.assertEqual(record["reset/fall"], 0.25)
-    self.assertEqual(record["reset/timeout"], 0.75)
-    self.assertEqual(record["reward/total"], 2.0)
-    empty = records_lib.summarize({k: v[:1] for k, v in metrics.items()})
-    self.assertTrue(np.isnan(empty["episode/return"]))
-    self.assertTrue(np.isnan(empty["contact/air_time_mean"]))  # no touchdown, no swing
-    self.assertTrue(np.isnan(empty["contact/air_time_p90"]))
-    self.assertTrue(np.isnan(empty["audit/early_end_share"]))
+  def test_traces_follow_each_episode_and_flag_early_ends(self):
+    """Catches episode traces that miss an episode end, count from the wrong step or record the
+    state after the auto-reset, and early-end flags that disagree with the episode lengths."""
+    cfg = configs.tiny(audit__early_end_steps=3)  # 5-step episodes; early: within 3 steps
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(4))
+    # Env 0 starts 0.2 m lower, below the fall height, so its first step ends its episode
+    # early; the other episodes run into the 5-step time limit (not early ends: no failure).
+    carry = carry.replace(env=carry.env.replace(data=carry.env.data.replace(
+        qpos=carry.env.data.qpos.at[0, 2].add(-0.2))))
+    np.testing.assert_array_equal(carry.trace.length, 0)
+    after, traj, early_ends = jax.device_get(trainer.collect(carry))
+    done = np.asarray(traj.terminated | traj.truncated)  # [T, N]
+    # Reference: steps since each env's last episode end, counted from the rollout's start.
+    since_end = np.zeros(cfg.num_envs, np.int32)  # steps of the episode before this step
+    for t in range(cfg.unroll_length):
+      length = since_end + 1
+      np.testing.assert_array_equal(
+          traj.early_end[t], traj.terminated[t] & (length <= 3), err_msg=f"step {t}")
+      since_end = np.where(done[t], 0, length)
+    self.assertTrue(traj.early_end[0, 0], "env 0 should end early on its first step")
+    # The traces count the steps of each env's current episode; an episode that ended on the
+    # last step keeps its trace until the next step.
+    np.testing.assert_array_equal(after.trace.length, length)
+    # Where the episode goes on and fits the trace, its last row is the current state.
+    going = np.flatnonzero(~done[-1] & (length <= 3))
+    self.assertNotEmpty(going)
+    np.testing.assert_array_equal(np.asarray(after.trace.qpos)[going, length[going]],
+                                  np.asarray(after.env.data.qpos)[going])
+    # Early ends are picked in step order, within a step by env; at most traces_per_update.
+    valid = np.asarray(early_ends.valid)  # [T, S]
+    np.testing.assert_array_equal(valid.sum(axis=1),
+                                  np.minimum(traj.early_end.sum(axis=1), valid.shape[1]))
+    for t, s in zip(*np.nonzero(valid)):
+      env = int(early_ends.env[t, s])
+      self.assertTrue(traj.early_end[t, env])
+      self.assertEqual(int(early_ends.reason[t, s]), int(traj.reset_reason[t, env]))
 
 
 class FamilyCountsTest(absltest.TestCase):

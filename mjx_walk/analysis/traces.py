@@ -3,7 +3,7 @@ stratum from each held-out evaluation.
 
   traces/<update>_<i>.npz       an episode that terminated within `audit.early_end_steps` control
                                 steps (`write_early_ends`), picked inside the jitted chunk by
-                                `mjx_walk.learn.audit.pick_traces`; `replay_trace` re-simulates
+                                `mjx_walk.learn.audit.step_early_ends`; `replay_trace` re-simulates
                                 one in MJX from its first state and recorded actions;
   eval/<update>_traces.npz      one held-out episode per stratum (`save_eval_traces`), for the
                                 videos (`mjx_walk.analysis.videos`).
@@ -83,7 +83,8 @@ def load_early_end(path: pathlib.Path | str) -> dict[str, np.ndarray]:
 
 @functools.lru_cache(maxsize=4)
 def _replayer(env: env_lib.LocomotionEnv):
-  """Jitted replay of `env.trace_steps` steps from a recorded first state (one compile per env)."""
+  """Jitted replay of a fixed number of steps (the actions' length, `audit.early_end_steps` in
+  `replay_trace`) from a recorded first state (one compile per env)."""
 
   def replay(family: families.FamilyParams, qpos: jax.Array, qvel: jax.Array,
              first_step: jax.Array, actions: jax.Array) -> jax.Array:
@@ -94,10 +95,9 @@ def _replayer(env: env_lib.LocomotionEnv):
                           task=state.task.replace(step=first_step))
 
     def body(state, action):
-      state = env.step(state, action)
-      # The state the step ended in, before any auto-reset, as the env traced it.
-      last = jnp.minimum(state.trace.length, env.trace_steps)
-      return state, state.trace.qpos[last]
+      state, final = env.step_with_final(state, action)
+      # The state the step ended in, before any auto-reset, as the trainer traced it.
+      return state, final.data.qpos
 
     _, stepped = jax.lax.scan(body, state, actions)  # [L, nq]
     return jnp.concatenate([qpos[None], stepped])  # [L + 1, nq]
@@ -121,7 +121,7 @@ def replay_trace(env: env_lib.LocomotionEnv, family_params: families.FamilyParam
     `trace["qpos"]`.
   """
   length = int(trace["length"])
-  steps = env.trace_steps
+  steps = int(env.config.audit.early_end_steps)
   if not 0 < length <= steps:
     raise ValueError(f"trace length {length} is outside 1 .. audit.early_end_steps={steps}")
   actions = np.zeros((steps, env.action_size), np.float32)

@@ -1,8 +1,14 @@
 """Batch audits: when a massively parallel run fails, did the policy fail, or did the batch lie?
 
-This module owns the audits of each PPO update's [T, N] rollout. Each audit is a pure function
-of arrays; the trainer calls them inside the jitted chunk
+This module owns the audits of each PPO update's [T, N] rollout, and the early-end traces they
+pick. Each audit is a pure function of arrays; the trainer calls them inside the jitted chunk
 (no host round-trip) and they come out with the chunk's stacked metrics. The host only formats.
+
+The trainer plugs the audit in at one place: every rollout step returns, besides the PPO
+transition, the env's typed `StepSignals`, the early-end flag and `step_early_ends` (the traces
+of episodes that ended early on that step; `EpisodeTrace`, carried by the trainer and advanced
+by `record_step`, holds the current episode of every env), and `rollout_metrics` reduces the
+stacked [T, N] rollout to the update's audit metrics and its first early-end traces.
 
   termination  reset reasons per family ([F, R] counts), trunk height and tilt at every `fall`
                (histograms over `FALL_HEIGHT_BINS` and `FALL_TILT_BINS`), and early ends:
@@ -15,14 +21,14 @@ of arrays; the trainer calls them inside the jitted chunk
                number of families in a minibatch (inverse Simpson index, `effective_families`).
 
 Contact events are counted per foot and per control step from four per-step signals the env
-emits (`audit/contact`, `audit/last_contact`, `audit/foot_speed`, `audit/air_time`):
+emits (`StepSignals.contact`, `.last_contact`, `.foot_speed`, `.air_time`):
   touchdown    the foot is in contact at the end of the step and was not at its start;
   lift-off     the reverse;
   slip         the foot is in contact at both ends of the step and its mean horizontal speed over
                the step exceeds `audit.slip_speed`;
   stumble      a touchdown whose mean horizontal speed over the step exceeds
                `audit.stumble_speed` (the foot hits the ground while still swinging forward), or
-               a step on which the trunk or a thigh touches the ground (`audit/body_contact`,
+               a step on which the trunk or a thigh touches the ground (`StepSignals.body_contact`,
                counted once per env and step);
   swing        at each touchdown, the seconds the foot spent in the air before it (the quantity
                the `feet_air_time` reward pays at touchdown); reported as the mean and the 90th
@@ -38,6 +44,7 @@ turns the records into warnings in plain words.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, Sequence
 
 import chex
@@ -208,9 +215,93 @@ def effective_families(counts: jax.Array) -> jax.Array:
   return jnp.square(total) / jnp.maximum(jnp.sum(jnp.square(counts), axis=-1), 1.0)
 
 
+# EARLY-END TRACES
+
+
+@flax.struct.dataclass
+class EpisodeTrace:
+  """The first L = `audit.early_end_steps` control steps of an env's current episode, for replay.
+
+  Row 0 is the episode's reset state; row k the state after its k-th step, before any
+  auto-reset. Rows past `length` are stale. The trainer carries one per env (`Carry.trace`,
+  leaves [N, ...]) and advances it with `record_step` after every env step. A step that ends an
+  episode leaves the trace in place, so that it can be picked up (`step_early_ends`); the next
+  step starts a new trace from the new episode's reset state.
+  """
+
+  qpos: jax.Array
+  """float32 [L + 1, nq]."""
+  qvel: jax.Array
+  """float32 [L + 1, nv]."""
+  action: jax.Array
+  """float32 [L, A]: the clipped action of each step."""
+  length: jax.Array
+  """int32 []: control steps taken since the reset (counts on past L)."""
+  first_step: jax.Array
+  """int32 []: `TaskState.step` at the reset state (0, except for an episode whose clock was
+  started late, as the trainer does to stagger the first episodes)."""
+  early_end: jax.Array
+  """bool []: the step just recorded terminated the episode within L steps (a failure, not a
+  timeout), so the trace holds a whole early end: `length` <= L steps and the state it ended in."""
+
+
+def start_trace(state: env_lib.EnvState, num_steps: int) -> EpisodeTrace:
+  """A trace of one env that holds only its current state as the reset state (row 0).
+
+  Args:
+    state: one env's state (no leading axis), at the start of an episode.
+    num_steps: L, the steps a trace keeps (`audit.early_end_steps`).
+  """
+  qpos, qvel = state.data.qpos, state.data.qvel  # [nq], [nv]
+  return EpisodeTrace(
+      qpos=jnp.zeros((num_steps + 1,) + qpos.shape).at[0].set(qpos),
+      qvel=jnp.zeros((num_steps + 1,) + qvel.shape).at[0].set(qvel),
+      action=jnp.zeros((num_steps,) + state.task.last_action.shape),
+      length=jnp.zeros((), jnp.int32),
+      first_step=state.task.step,
+      early_end=jnp.zeros((), bool),
+  )
+
+
+def record_step(trace: EpisodeTrace, before: env_lib.EnvState,
+                final: env_lib.EnvState) -> EpisodeTrace:
+  """One env's trace after one more step: the state it ended in and its action appended.
+
+  A step that follows an episode end starts a new trace from `before.data`, the new episode's
+  reset state. Rows are written with a one-hot select rather than a scatter, which stays
+  vectorised under `vmap`.
+
+  Args:
+    trace: the trace before the step.
+    before: the state the step started from (the previous step's result, after its auto-reset).
+    final: the state the step ended in, before any auto-reset
+      (`LocomotionEnv.step_with_final`); `final.task.last_action` is the step's clipped action.
+
+  Returns:
+    The trace after the step, its `early_end` set when this step terminated the episode within
+    L steps.
+  """
+  num_steps = trace.action.shape[0]  # L
+  restart = before.terminated | before.truncated
+  length = jnp.where(restart, 0, trace.length)  # steps before this one
+  first_row = (jnp.arange(num_steps + 1) == 0)[:, None]  # [L + 1, 1]
+  qpos = jnp.where(restart & first_row, before.data.qpos, trace.qpos)  # [L + 1, nq]
+  qvel = jnp.where(restart & first_row, before.data.qvel, trace.qvel)  # [L + 1, nv]
+  state_row = (jnp.arange(num_steps + 1) == length + 1)[:, None]  # [L + 1, 1]
+  action_row = (jnp.arange(num_steps) == length)[:, None]  # [L, 1]
+  return EpisodeTrace(
+      qpos=jnp.where(state_row, final.data.qpos, qpos),
+      qvel=jnp.where(state_row, final.data.qvel, qvel),
+      action=jnp.where(action_row, final.task.last_action, trace.action),
+      length=length + 1,
+      first_step=before.task.step - length,
+      early_end=final.terminated & (length + 1 <= num_steps),
+  )
+
+
 @flax.struct.dataclass
 class Traces:
-  """Early-end episodes picked from one update, fixed size S with a validity mask.
+  """Early-end episodes picked from one rollout step or one update, S rows with a validity mask.
 
   L is `audit.early_end_steps`. Row s holds one episode that terminated after `length[s]` <= L
   control steps: its states 0 .. length (0 is the reset state, `length` the state it ended in,
@@ -239,92 +330,110 @@ class Traces:
   """bool [S]."""
 
 
-def empty_traces(num_traces: int, trace: env_lib.EpisodeTrace) -> Traces:
-  """S empty rows shaped like one env's `EpisodeTrace` (leaves without a batch axis)."""
-  zeros = lambda x: jnp.zeros((num_traces,) + x.shape, x.dtype)
-  ints = jnp.zeros((num_traces,), jnp.int32)
-  return Traces(qpos=zeros(trace.qpos), qvel=zeros(trace.qvel), action=zeros(trace.action),
-                family=ints, env=ints, reason=ints, length=ints, first_step=ints,
-                valid=jnp.zeros((num_traces,), bool))
+def _first_valid_rows(rows: Traces, num_rows: int) -> Traces:
+  """The first `num_rows` valid rows of `rows` (leaves [C, ...]), in order; the rows left over
+  are zeros with `valid` false."""
+  (index,) = jnp.nonzero(rows.valid, size=num_rows, fill_value=0)  # [S]
+  valid = jnp.arange(num_rows) < jnp.sum(rows.valid)  # [S]
+  taken = jax.tree.map(lambda x: x[index], rows)
+  return jax.tree.map(
+      lambda x: jnp.where(valid.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.zeros_like(x)),
+      taken)
 
 
-def pick_traces(picked: Traces, early_end: jax.Array, trace: env_lib.EpisodeTrace,
-                family: jax.Array, reason: jax.Array) -> Traces:
-  """Adds this step's early ends to the free rows of `picked`, lowest env index first.
+def step_early_ends(trace: EpisodeTrace, family: jax.Array, reason: jax.Array,
+                    num_rows: int) -> Traces:
+  """This step's early ends, lowest env index first, at most `num_rows` of them.
 
-  Called once per rollout step, while the ended episodes' traces are still in the env state
-  (the next step starts a new trace). Once S rows are filled, later early ends are not kept.
+  Taken right after `record_step`, while the ended episodes' traces are complete (the next step
+  starts new ones).
 
   Args:
-    picked: rows filled so far, S of them.
-    early_end: bool [N], the env's episode terminated early on this step.
-    trace: the batched `EpisodeTrace` after the step, leaves [N, ...].
+    trace: the batched traces after the step, leaves [N, ...].
     family: int32 [N], each env's family index.
     reason: int32 [N], each env's reset reason on this step.
+    num_rows: S.
 
   Returns:
-    `picked` with up to S - filled new rows.
+    S rows; states and actions past each episode's length are zeroed.
   """
-  num_slots = picked.valid.shape[0]
-  (index,) = jnp.nonzero(early_end, size=num_slots, fill_value=0)  # [S] first S early ends
-  rank = jnp.arange(num_slots)  # [S]
-  new = rank < jnp.sum(early_end)  # [S]
-  # Row j of the candidates goes to slot filled + j; invalid or overflowing rows are dropped.
-  slot = jnp.where(new, jnp.sum(picked.valid) + rank, num_slots)  # [S]
-  length = trace.length[index]  # [S]
-  states = jnp.arange(trace.qpos.shape[1])[None, :] <= length[:, None]  # [S, L + 1]
-  actions = jnp.arange(trace.action.shape[1])[None, :] < length[:, None]  # [S, L]
-  rows = Traces(
-      qpos=jnp.where(states[..., None], trace.qpos[index], 0.0),
-      qvel=jnp.where(states[..., None], trace.qvel[index], 0.0),
-      action=jnp.where(actions[..., None], trace.action[index], 0.0),
-      family=family[index],
-      env=index.astype(jnp.int32),
-      reason=reason[index],
+  length = trace.length  # [N]
+  states = jnp.arange(trace.qpos.shape[1])[None, :] <= length[:, None]  # [N, L + 1]
+  actions = jnp.arange(trace.action.shape[1])[None, :] < length[:, None]  # [N, L]
+  every_env = Traces(
+      qpos=jnp.where(states[..., None], trace.qpos, 0.0),
+      qvel=jnp.where(states[..., None], trace.qvel, 0.0),
+      action=jnp.where(actions[..., None], trace.action, 0.0),
+      family=family,
+      env=jnp.arange(length.shape[0], dtype=jnp.int32),
+      reason=reason,
       length=length,
-      first_step=trace.first_step[index],
-      valid=jnp.ones((num_slots,), bool),
+      first_step=trace.first_step,
+      valid=trace.early_end,
   )
-  return jax.tree.map(lambda old, x: old.at[slot].set(x, mode="drop"), picked, rows)
+  return _first_valid_rows(every_env, num_rows)
 
 
-def rollout_metrics(signals: Mapping[str, jax.Array], reset_reason: jax.Array, done: jax.Array,
-                    *, num_families: int, audit: config_lib.AuditConfig,
-                    foot_names: Sequence[str]) -> Metrics:
+def first_early_ends(per_step: Traces) -> Traces:
+  """An update's first S early ends, in step order and, within a step, env order.
+
+  Args:
+    per_step: `step_early_ends` of every rollout step, leaves [T, S, ...].
+
+  Returns:
+    S rows (leaves [S, ...]); once S are found, later early ends are not kept.
+  """
+  num_rows = per_step.valid.shape[1]
+  flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), per_step)  # [T * S, ...]
+  return _first_valid_rows(flat, num_rows)
+
+
+# THE ONE CALL PER UPDATE
+
+
+def rollout_metrics(signals: env_lib.StepSignals, early_end: jax.Array,
+                    env_metrics: Mapping[str, jax.Array], reset_reason: jax.Array,
+                    done: jax.Array, early_end_traces: Traces, *, num_families: int,
+                    audit: config_lib.AuditConfig, foot_names: Sequence[str]) -> Metrics:
   """Every audit of one update's rollout, for the chunk's metrics.
 
   Args:
-    signals: the rollout's stacked env metrics, leaves [T, N, ...]: `reward/<term>` and the
-      env's `audit/...` signals.
+    signals: the rollout's stacked env signals, leaves [T, N, ...].
+    early_end: bool [T, N], the step terminated an episode within `audit.early_end_steps`
+      steps (`EpisodeTrace.early_end` after each step).
+    env_metrics: the rollout's stacked env metrics; the `reward/<term>` entries [T, N] are read.
     reset_reason: int32 [T, N].
     done: bool [T, N], terminated or truncated.
+    early_end_traces: `step_early_ends` of every step, leaves [T, S, ...]; S may be 0.
     num_families: F; env n is in family n % F.
     audit: thresholds.
     foot_names: F names in the env's foot order, for the `contact/ground_share/<foot>` keys.
 
   Returns:
     Scalars except `audit/resets_by_family` [F, R], `audit/fall_height_counts` and
-    `audit/fall_tilt_counts` [B].
+    `audit/fall_tilt_counts` [B], and, when S > 0, the update's first S early ends as
+    `trace/<field>` [S, ...] (`first_early_ends`).
   """
   metrics = {"audit/resets_by_family": reset_histogram_by_family(reset_reason, num_families)}
-  heights, tilts = fall_histograms(
-      reset_reason, signals["audit/trunk_height"], signals["audit/trunk_tilt"])
+  heights, tilts = fall_histograms(reset_reason, signals.trunk_height, signals.trunk_tilt)
   metrics["audit/fall_height_counts"] = heights
   metrics["audit/fall_tilt_counts"] = tilts
-  metrics["audit/early_ends"] = jnp.sum(signals["audit/early_end"]).astype(jnp.float32)
+  metrics["audit/early_ends"] = jnp.sum(early_end).astype(jnp.float32)
 
   events = contact_events(
-      signals["audit/contact"] > 0.5, signals["audit/last_contact"] > 0.5,
-      signals["audit/foot_speed"], signals["audit/air_time"], signals["audit/body_contact"] > 0.5,
-      slip_speed=audit.slip_speed, stumble_speed=audit.stumble_speed)
+      signals.contact, signals.last_contact, signals.foot_speed, signals.air_time,
+      signals.body_contact, slip_speed=audit.slip_speed, stumble_speed=audit.stumble_speed)
   ground_share = events.pop("ground_share")  # [F]
   metrics.update({f"contact/{name}": value for name, value in events.items()})
   for i, foot in enumerate(foot_names):
     metrics[f"contact/ground_share/{foot}"] = ground_share[i]
 
-  terms = {key[len("reward/"):]: value for key, value in signals.items()
+  terms = {key[len("reward/"):]: value for key, value in env_metrics.items()
            if key.startswith("reward/")}
   metrics.update({f"reward_share/{name}": share for name, share in reward_shares(terms).items()})
   metrics["sync/max_reset_share"], metrics["sync/mean_reset_share"] = reset_sync(done)
+  if early_end_traces.valid.shape[1]:
+    picked = first_early_ends(early_end_traces)
+    metrics.update({f"trace/{field.name}": getattr(picked, field.name)
+                    for field in dataclasses.fields(picked)})
   return metrics
-

@@ -11,10 +11,18 @@ Nothing inside a chunk returns to the host. The carry is donated, so the env sta
 optimizer state are updated in place. The host loop (`mjx_walk.train`) moves the stacked metrics
 off the device once per chunk and reduces them with `summarize`.
 
-Every update also runs the batch audits of `mjx_walk.audit` on its [T, N] rollout (reset reasons
-per family, fall heights and tilts, contact events, reward shares, reset synchrony, effective
-families per minibatch) and picks up to `audit.traces_per_update` early-end traces while the
-rollout runs; all of it leaves the jit with the chunk's metrics (`trace/...` keys for the traces).
+Every update also runs the batch audits of `mjx_walk.learn.audit` on its [T, N] rollout (reset
+reasons per family, fall heights and tilts, contact events, reward shares, reset synchrony,
+effective families per minibatch) and keeps up to `audit.traces_per_update` early-end traces.
+The audit plugs in at one place: each rollout step returns, beside the PPO transition, the env's
+typed `StepSignals`, the early-end flag and that step's early-end traces (`Carry.trace` holds
+every env's current episode, advanced by `audit.record_step`), and one `audit.rollout_metrics`
+call in the update reduces them; all of it leaves the jit with the chunk's metrics (`trace/...`
+keys for the traces).
+
+The chunk is built from module-level pieces that share the static `_Parts`: `_init`,
+`_rollout_step` and `_collect`, `_update_step`, `_epoch_step`, `_minibatch_step` and
+`_update_metrics`.
 
 Every update also reports which of `GUARDED` (each loss term, the gradient norm, the parameters,
 the optimizer state, the normalizer) held a NaN or inf (`guard/nonfinite`), so the host stops a
@@ -67,11 +75,15 @@ class Carry:
   train: TrainState
   env: env_lib.EnvState
   """Batched over a leading [N] env axis."""
+  trace: audit.EpisodeTrace
+  """Each env's current episode so far (leaves [N, ...]), from which early ends are picked for
+  replay; advanced by `audit.record_step` after every env step."""
 
 
 @flax.struct.dataclass
 class Transition:
-  """One vmapped control step as the learner sees it. Leading dims [T, N] once stacked."""
+  """One vmapped control step as the learner and the audit see it. Leading dims [T, N] once
+  stacked."""
 
   policy_obs: jax.Array
   """[O] normalised policy observation the action was sampled from."""
@@ -90,6 +102,11 @@ class Transition:
   truncated: jax.Array
   reset_reason: jax.Array
   metrics: dict[str, jax.Array]
+  """The env's logging metrics of the step (`EnvState.metrics`)."""
+  signals: env_lib.StepSignals
+  """What the batch audits read of the step (`EnvState.signals`)."""
+  early_end: jax.Array
+  """bool []: the step terminated an episode within `audit.early_end_steps` steps."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +120,26 @@ class Trainer:
   optimizer: optax.GradientTransformation
   init: Callable[[jax.Array], Carry]
   """key -> Carry: fresh parameters, optimizer, normalizer and a reset batch of envs."""
-  collect: Callable[[TrainState, env_lib.EnvState], tuple[TrainState, env_lib.EnvState, Transition]]
-  """Not jitted: one rollout of `unroll_length` steps, the first part of every update."""
+  collect: Callable[[Carry], tuple[Carry, Transition, audit.Traces]]
+  """Not jitted: one rollout of `unroll_length` steps, the first part of every update (see
+  `_collect`)."""
   train_chunk: Callable[[Carry], tuple[Carry, Metrics]]
   """Jitted, donating: runs `config.updates_per_chunk` updates."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+  """The static pieces every stage of a chunk closes over."""
+
+  config: config_lib.TrainConfig
+  env: env_lib.LocomotionEnv
+  networks: networks.ActorCritic
+  optimizer: optax.GradientTransformation
+  loss_config: ppo.LossConfig
+  observation_spec: env_lib.Observation
+  env_families: families.FamilyParams
+  """Each env's training family draw, leaves [N, ...]."""
+  num_families: int
 
 
 def make_trainer(
@@ -128,217 +161,212 @@ def make_trainer(
   config_lib.validate(config)
   env = env or env_lib.LocomotionEnv(config)
   manifest = manifest or families.make_manifest(config)
-  num_families = len(manifest.train_families)
-  env_families = families.for_envs(manifest.train_params(), config.num_envs)  # leaves [N, ...]
-  num_traces = config.audit.traces_per_update
   ppo_cfg = config.ppo
-  num_envs, unroll = config.num_envs, config.unroll_length
-  obs_spec = env.observation_spec()
-  nets = networks.from_config(config, env.action_size)
-  optimizer = ppo.make_optimizer(ppo_cfg.learning_rate, ppo_cfg.max_grad_norm)
-  loss_cfg = ppo.LossConfig(
-      clip_eps=ppo_cfg.clip_eps,
-      value_coef=ppo_cfg.value_coef,
-      entropy_coef=ppo_cfg.entropy_coef,
+  parts = _Parts(
+      config=config,
+      env=env,
+      networks=networks.from_config(config, env.action_size),
+      optimizer=ppo.make_optimizer(ppo_cfg.learning_rate, ppo_cfg.max_grad_norm),
+      loss_config=ppo.LossConfig(clip_eps=ppo_cfg.clip_eps, value_coef=ppo_cfg.value_coef,
+                                 entropy_coef=ppo_cfg.entropy_coef),
+      observation_spec=env.observation_spec(),
+      env_families=families.for_envs(manifest.train_params(), config.num_envs),
+      num_families=len(manifest.train_families),
   )
-  batched_reset = jax.vmap(env.reset)
-  batched_step = jax.vmap(env.step)
-
-  def init(key: jax.Array) -> Carry:
-    # Network keys are shared by every env; env keys are split per env below.
-    k_net, k_env, k_loop = jax.random.split(key, 3)
-    params = nets.init(k_net, obs_spec["policy"].shape[-1], obs_spec["critic"].shape[-1])
-    train = TrainState(
-        params=params,
-        opt_state=optimizer.init(params),
-        normalizer=normalizer.init(obs_spec),
-        key=k_loop,
-        update_step=jnp.zeros((), jnp.int32),
-    )
-    k_env, k_stagger = jax.random.split(k_env)
-    env_state = batched_reset(jax.random.split(k_env, num_envs), env_families)
-    # Start every env at a random point of its time limit, so that timeouts (and the resets
-    # that follow) are spread over time instead of arriving for the whole batch in one step.
-    # Each env's first episode is therefore shorter, and its reported length counts the offset.
-    start = jax.random.randint(k_stagger, (num_envs,), 0, env.episode_steps)  # [N]
-    env_state = env_state.replace(task=env_state.task.replace(step=start))
-    return Carry(train=train, env=env_state)
-
-  def normalize(norm: normalizer.NormalizerState, obs: env_lib.Observation) -> env_lib.Observation:
-    if not ppo_cfg.normalize_observations:
-      return obs
-    return normalizer.normalize(norm, obs)
-
-  def rollout_step(
-      carry: tuple[TrainState, env_lib.EnvState], key: jax.Array
-  ) -> tuple[tuple[TrainState, env_lib.EnvState], Transition]:
-    """One vmapped env step under the current policy.
-
-    Carry: (train state whose normalizer absorbs this step's observations, batched env state).
-    Output: the `Transition`, leaves [N, ...].
-    """
-    train, env_state = carry
-    if ppo_cfg.normalize_observations:
-      train = train.replace(normalizer=normalizer.update(train.normalizer, env_state.obs))
-    obs = normalize(train.normalizer, env_state.obs)
-    mean, std = nets.policy(train.params, obs["policy"])  # [N, A]
-    action = networks.sample(key, mean, std)  # [N, A]
-    next_env = batched_step(env_state, action)
-    final_obs = normalize(train.normalizer, next_env.final_obs)
-    transition = Transition(
-        policy_obs=obs["policy"],
-        critic_obs=obs["critic"],
-        action=action,
-        log_prob=networks.log_prob(mean, std, action),  # [N]
-        value=nets.value(train.params, obs["critic"]),  # [N]
-        final_value=nets.value(train.params, final_obs["critic"]),  # [N]
-        reward=next_env.reward,
-        terminated=next_env.terminated,
-        truncated=next_env.truncated,
-        reset_reason=next_env.reset_reason,
-        metrics=next_env.metrics,
-    )
-    return (train, next_env), transition
-
-  def audited_rollout_step(
-      carry: tuple[TrainState, env_lib.EnvState, audit.Traces], key: jax.Array
-  ) -> tuple[tuple[TrainState, env_lib.EnvState, audit.Traces], Transition]:
-    """`rollout_step`, also picking this step's early ends while their traces are in the state."""
-    train, env_state, picked = carry
-    (train, env_state), transition = rollout_step((train, env_state), key)
-    if num_traces:
-      picked = audit.pick_traces(
-          picked, env_state.metrics["audit/early_end"] > 0.5, env_state.trace,
-          env_state.family.index, env_state.reset_reason)
-    return (train, env_state, picked), transition
-
-  def audited_collect(
-      train: TrainState, env_state: env_lib.EnvState
-  ) -> tuple[TrainState, env_lib.EnvState, Transition, audit.Traces]:
-    """`unroll_length` vmapped steps under the current policy; consumes one split of train.key.
-
-    Returns:
-      The train state (normalizer updated, key advanced), the env state after the rollout, the
-      stacked transitions (leaves [T, N, ...]), and the first `audit.traces_per_update` early
-      ends of the rollout.
-    """
-    key, k_rollout = jax.random.split(train.key)
-    one_trace = jax.tree.map(lambda x: x[0], env_state.trace)
-    picked = audit.empty_traces(num_traces, one_trace)
-    (train, env_state, picked), traj = jax.lax.scan(
-        audited_rollout_step, (train.replace(key=key), env_state, picked),
-        jax.random.split(k_rollout, unroll))
-    chex.assert_shape(traj.reward, (unroll, num_envs))
-    return train, env_state, traj, picked
-
-  def collect(
-      train: TrainState, env_state: env_lib.EnvState
-  ) -> tuple[TrainState, env_lib.EnvState, Transition]:
-    """`audited_collect` without the traces (the compiler drops their picking)."""
-    return audited_collect(train, env_state)[:3]
-
-  def minibatch_step(
-      carry: tuple[networks.ActorCriticParams, optax.OptState], batch: ppo.Batch
-  ) -> tuple[tuple[networks.ActorCriticParams, optax.OptState], Metrics]:
-    """One SGD step. Carry: (params, opt_state). Output: the loss metrics, scalars."""
-    params, opt_state = carry
-    grads, loss_metrics = jax.grad(ppo.ppo_loss, has_aux=True)(params, nets, batch, loss_cfg)
-    if ppo_cfg.desired_kl > 0:
-      # rsl_rl's order: the KL this minibatch measures before its step (behaviour policy against
-      # the current parameters) sets the rate of this same step.
-      lr = ppo.adapt_learning_rate(
-          ppo.get_learning_rate(opt_state), loss_metrics["loss/approx_kl"], ppo_cfg.desired_kl,
-          min_lr=ppo_cfg.min_learning_rate, max_lr=ppo_cfg.max_learning_rate)
-      opt_state = ppo.set_learning_rate(opt_state, lr)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    params = optax.apply_updates(params, updates)
-    loss_metrics["loss/grad_norm"] = optax.tree.norm(grads)  # before clipping
-    return (params, opt_state), loss_metrics
-
-  def epoch_step(
-      batch: ppo.Batch, carry: tuple[networks.ActorCriticParams, optax.OptState], key: jax.Array
-  ) -> tuple[tuple[networks.ActorCriticParams, optax.OptState], Metrics]:
-    """One pass over `batch` in shuffled minibatches. Output: loss metrics [M]."""
-    permutation = jax.random.permutation(key, config.batch_size)  # [T*N]
-    minibatches = jax.tree.map(
-        lambda x: x[permutation].reshape((ppo_cfg.num_minibatches, -1) + x.shape[1:]), batch)
-    carry, loss_metrics = jax.lax.scan(minibatch_step, carry, minibatches)
-    counts = _family_counts(
-        permutation.reshape(ppo_cfg.num_minibatches, -1), num_envs, num_families)  # [M, F]
-    loss_metrics["families/per_minibatch"] = jnp.sum(counts > 0, axis=1)  # [M]
-    loss_metrics["sync/effective_families"] = audit.effective_families(counts)  # [M]
-    return carry, loss_metrics
-
-  def update_step(carry: Carry, _) -> tuple[Carry, Metrics]:
-    """One PPO update. Carry: `Carry`. Output: this update's metrics, scalars."""
-    # COLLECT TRAJECTORIES
-    train, env_state, traj, traces = audited_collect(carry.train, carry.env)
-    key, k_epochs = jax.random.split(train.key)
-
-    # CALCULATE ADVANTAGE
-    last_obs = normalize(train.normalizer, env_state.obs)
-    bootstrap_value = nets.value(train.params, last_obs["critic"])  # [N]
-    advantages, returns = ppo.compute_gae(
-        rewards=traj.reward,
-        values=traj.value,
-        bootstrap_value=bootstrap_value,
-        terminated=traj.terminated,
-        truncated=traj.truncated,
-        truncation_values=traj.final_value,
-        gamma=ppo_cfg.gamma,
-        gae_lambda=ppo_cfg.gae_lambda,
-    )  # [T, N] each
-
-    # UPDATE NETWORK
-    flat = lambda x: x.reshape((config.batch_size,) + x.shape[2:])  # [T, N, ...] -> [T*N, ...]
-    batch = ppo.Batch(
-        policy_obs=flat(traj.policy_obs),
-        critic_obs=flat(traj.critic_obs),
-        actions=flat(traj.action),
-        log_probs=flat(traj.log_prob),
-        values=flat(traj.value),
-        advantages=flat(advantages),
-        returns=flat(returns),
-    )
-    (params, opt_state), loss_metrics = jax.lax.scan(
-        functools.partial(epoch_step, batch),
-        (train.params, train.opt_state),
-        jax.random.split(k_epochs, ppo_cfg.num_epochs),
-    )
-    train = train.replace(
-        params=params, opt_state=opt_state, key=key, update_step=train.update_step + 1)
-
-    nonfinite = _nonfinite_quantities(loss_metrics, train)  # [Q], before any reduction
-    fewest_families = jnp.min(loss_metrics.pop("families/per_minibatch"))  # over [E, M]
-    fewest_effective = jnp.min(loss_metrics.pop("sync/effective_families"))  # over [E, M]
-    metrics = _update_metrics(traj, advantages, returns, loss_metrics)
-    metrics["families/min_per_minibatch"] = fewest_families.astype(jnp.float32)
-    metrics["sync/min_effective_families"] = fewest_effective
-    metrics.update(audit.rollout_metrics(
-        traj.metrics, traj.reset_reason, traj.terminated | traj.truncated,
-        num_families=num_families, audit=config.audit, foot_names=env.foot_names))
-    if num_traces:
-      metrics.update({f"trace/{field.name}": getattr(traces, field.name)
-                      for field in dataclasses.fields(traces)})
-    metrics["policy/std_mean"] = jnp.mean(nets.policy(params, batch.policy_obs[:1])[1])
-    metrics["ppo/learning_rate"] = ppo.get_learning_rate(opt_state)
-    metrics["guard/nonfinite"] = nonfinite
-    return Carry(train=train, env=env_state), metrics
 
   def train_chunk(carry: Carry) -> tuple[Carry, Metrics]:
     """`updates_per_chunk` updates. Output metrics are stacked: leaves [K]."""
-    return jax.lax.scan(update_step, carry, None, config.updates_per_chunk)
+    return jax.lax.scan(functools.partial(_update_step, parts), carry, None,
+                        config.updates_per_chunk)
 
   return Trainer(
       config=config,
       env=env,
       manifest=manifest,
-      networks=nets,
-      optimizer=optimizer,
-      init=jax.jit(init),
-      collect=collect,
+      networks=parts.networks,
+      optimizer=parts.optimizer,
+      init=jax.jit(functools.partial(_init, parts)),
+      collect=functools.partial(_collect, parts),
       train_chunk=jax.jit(_traced_once(train_chunk), donate_argnums=0),
   )
+
+
+def _init(parts: _Parts, key: jax.Array) -> Carry:
+  """key -> Carry: fresh parameters, optimizer and normalizer, and a reset batch of envs."""
+  config, env = parts.config, parts.env
+  # Network keys are shared by every env; env keys are split per env below.
+  k_net, k_env, k_loop = jax.random.split(key, 3)
+  spec = parts.observation_spec
+  params = parts.networks.init(k_net, spec["policy"].shape[-1], spec["critic"].shape[-1])
+  train = TrainState(
+      params=params,
+      opt_state=parts.optimizer.init(params),
+      normalizer=normalizer.init(spec),
+      key=k_loop,
+      update_step=jnp.zeros((), jnp.int32),
+  )
+  k_env, k_stagger = jax.random.split(k_env)
+  env_state = jax.vmap(env.reset)(jax.random.split(k_env, config.num_envs), parts.env_families)
+  # Start every env at a random point of its time limit, so that timeouts (and the resets
+  # that follow) are spread over time instead of arriving for the whole batch in one step.
+  # Each env's first episode is therefore shorter, and its reported length counts the offset.
+  start = jax.random.randint(k_stagger, (config.num_envs,), 0, env.episode_steps)  # [N]
+  env_state = env_state.replace(task=env_state.task.replace(step=start))
+  trace = jax.vmap(functools.partial(
+      audit.start_trace, num_steps=config.audit.early_end_steps))(env_state)
+  return Carry(train=train, env=env_state, trace=trace)
+
+
+def _normalize(parts: _Parts, norm: normalizer.NormalizerState,
+               obs: env_lib.Observation) -> env_lib.Observation:
+  if not parts.config.ppo.normalize_observations:
+    return obs
+  return normalizer.normalize(norm, obs)
+
+
+# COLLECT TRAJECTORIES
+
+
+def _rollout_step(parts: _Parts, carry: Carry, key: jax.Array
+                  ) -> tuple[Carry, tuple[Transition, audit.Traces]]:
+  """One vmapped env step under the current policy, with what the audit keeps of it.
+
+  Carry: the train state (its normalizer absorbs this step's observations), the batched env
+  state and the episode traces. Output: the `Transition` (leaves [N, ...]) and this step's
+  early ends (`audit.step_early_ends`, leaves [S, ...]).
+  """
+  train, env_state, nets = carry.train, carry.env, parts.networks
+  if parts.config.ppo.normalize_observations:
+    train = train.replace(normalizer=normalizer.update(train.normalizer, env_state.obs))
+  obs = _normalize(parts, train.normalizer, env_state.obs)
+  mean, std = nets.policy(train.params, obs["policy"])  # [N, A]
+  action = networks.sample(key, mean, std)  # [N, A]
+  next_env, final = jax.vmap(parts.env.step_with_final)(env_state, action)
+  final_obs = _normalize(parts, train.normalizer, next_env.final_obs)
+  trace = jax.vmap(audit.record_step)(carry.trace, env_state, final)
+  transition = Transition(
+      policy_obs=obs["policy"],
+      critic_obs=obs["critic"],
+      action=action,
+      log_prob=networks.log_prob(mean, std, action),  # [N]
+      value=nets.value(train.params, obs["critic"]),  # [N]
+      final_value=nets.value(train.params, final_obs["critic"]),  # [N]
+      reward=next_env.reward,
+      terminated=next_env.terminated,
+      truncated=next_env.truncated,
+      reset_reason=next_env.reset_reason,
+      metrics=next_env.metrics,
+      signals=next_env.signals,
+      early_end=trace.early_end,
+  )
+  early_ends = audit.step_early_ends(trace, next_env.family.index, next_env.reset_reason,
+                                     parts.config.audit.traces_per_update)
+  return Carry(train=train, env=next_env, trace=trace), (transition, early_ends)
+
+
+def _collect(parts: _Parts, carry: Carry) -> tuple[Carry, Transition, audit.Traces]:
+  """`unroll_length` vmapped steps under the current policy; consumes one split of train.key.
+
+  Returns:
+    The carry after the rollout (normalizer updated, key advanced, env states and traces
+    stepped), the stacked transitions (leaves [T, N, ...]) and each step's early ends (leaves
+    [T, S, ...]).
+  """
+  config = parts.config
+  key, k_rollout = jax.random.split(carry.train.key)
+  carry = carry.replace(train=carry.train.replace(key=key))
+  carry, (traj, early_ends) = jax.lax.scan(
+      functools.partial(_rollout_step, parts), carry,
+      jax.random.split(k_rollout, config.unroll_length))
+  chex.assert_shape(traj.reward, (config.unroll_length, config.num_envs))
+  return carry, traj, early_ends
+
+
+# UPDATE NETWORK
+
+
+def _minibatch_step(
+    parts: _Parts, carry: tuple[networks.ActorCriticParams, optax.OptState], batch: ppo.Batch
+) -> tuple[tuple[networks.ActorCriticParams, optax.OptState], Metrics]:
+  """One SGD step. Carry: (params, opt_state). Output: the loss metrics, scalars."""
+  ppo_cfg, optimizer = parts.config.ppo, parts.optimizer
+  params, opt_state = carry
+  grads, loss_metrics = jax.grad(ppo.ppo_loss, has_aux=True)(
+      params, parts.networks, batch, parts.loss_config)
+  if ppo_cfg.desired_kl > 0:
+    # rsl_rl's order: the KL this minibatch measures before its step (behaviour policy against
+    # the current parameters) sets the rate of this same step.
+    lr = ppo.adapt_learning_rate(
+        ppo.get_learning_rate(opt_state), loss_metrics["loss/approx_kl"], ppo_cfg.desired_kl,
+        min_lr=ppo_cfg.min_learning_rate, max_lr=ppo_cfg.max_learning_rate)
+    opt_state = ppo.set_learning_rate(opt_state, lr)
+  updates, opt_state = optimizer.update(grads, opt_state, params)
+  params = optax.apply_updates(params, updates)
+  loss_metrics["loss/grad_norm"] = optax.tree.norm(grads)  # before clipping
+  return (params, opt_state), loss_metrics
+
+
+def _epoch_step(
+    parts: _Parts, batch: ppo.Batch, carry: tuple[networks.ActorCriticParams, optax.OptState],
+    key: jax.Array
+) -> tuple[tuple[networks.ActorCriticParams, optax.OptState], Metrics]:
+  """One pass over `batch` in shuffled minibatches. Output: loss metrics [M]."""
+  config = parts.config
+  num_minibatches = config.ppo.num_minibatches
+  permutation = jax.random.permutation(key, config.batch_size)  # [T*N]
+  minibatches = jax.tree.map(
+      lambda x: x[permutation].reshape((num_minibatches, -1) + x.shape[1:]), batch)
+  carry, loss_metrics = jax.lax.scan(functools.partial(_minibatch_step, parts), carry, minibatches)
+  counts = _family_counts(
+      permutation.reshape(num_minibatches, -1), config.num_envs, parts.num_families)  # [M, F]
+  loss_metrics["families/per_minibatch"] = jnp.sum(counts > 0, axis=1)  # [M]
+  loss_metrics["sync/effective_families"] = audit.effective_families(counts)  # [M]
+  return carry, loss_metrics
+
+
+def _update_step(parts: _Parts, carry: Carry, _) -> tuple[Carry, Metrics]:
+  """One PPO update. Carry: `Carry`. Output: this update's metrics, scalars."""
+  config, nets = parts.config, parts.networks
+  # COLLECT TRAJECTORIES
+  carry, traj, early_ends = _collect(parts, carry)
+  train = carry.train
+  key, k_epochs = jax.random.split(train.key)
+
+  # CALCULATE ADVANTAGE
+  last_obs = _normalize(parts, train.normalizer, carry.env.obs)
+  bootstrap_value = nets.value(train.params, last_obs["critic"])  # [N]
+  advantages, returns = ppo.compute_gae(
+      rewards=traj.reward,
+      values=traj.value,
+      bootstrap_value=bootstrap_value,
+      terminated=traj.terminated,
+      truncated=traj.truncated,
+      truncation_values=traj.final_value,
+      gamma=config.ppo.gamma,
+      gae_lambda=config.ppo.gae_lambda,
+  )  # [T, N] each
+
+  # UPDATE NETWORK
+  flat = lambda x: x.reshape((config.batch_size,) + x.shape[2:])  # [T, N, ...] -> [T*N, ...]
+  batch = ppo.Batch(
+      policy_obs=flat(traj.policy_obs),
+      critic_obs=flat(traj.critic_obs),
+      actions=flat(traj.action),
+      log_probs=flat(traj.log_prob),
+      values=flat(traj.value),
+      advantages=flat(advantages),
+      returns=flat(returns),
+  )
+  (params, opt_state), loss_metrics = jax.lax.scan(
+      functools.partial(_epoch_step, parts, batch),
+      (train.params, train.opt_state),
+      jax.random.split(k_epochs, config.ppo.num_epochs),
+  )
+  train = train.replace(
+      params=params, opt_state=opt_state, key=key, update_step=train.update_step + 1)
+  metrics = _update_metrics(parts, train, traj, early_ends, advantages, returns, loss_metrics,
+                            batch)
+  return carry.replace(train=train), metrics
 
 
 def _traced_once(fn: Callable) -> Callable:
@@ -408,10 +436,24 @@ def _family_counts(samples: jax.Array, num_envs: int, num_families: int) -> jax.
   return jnp.zeros((samples.shape[0], num_families), jnp.int32).at[rows, family].add(1)
 
 
-def _update_metrics(
-    traj: Transition, advantages: jax.Array, returns: jax.Array, loss_metrics: Metrics
-) -> Metrics:
-  """Reduces one update's [T, N] rollout and [E, M] losses to scalars."""
+def _update_metrics(parts: _Parts, train: TrainState, traj: Transition,
+                    early_ends: audit.Traces, advantages: jax.Array, returns: jax.Array,
+                    loss_metrics: Metrics, batch: ppo.Batch) -> Metrics:
+  """Reduces one update to its metrics: scalars, the audits' arrays and `guard/nonfinite`.
+
+  Args:
+    parts: the trainer's static pieces.
+    train: the train state after the update.
+    traj: the update's [T, N] rollout.
+    early_ends: each rollout step's early ends, leaves [T, S, ...].
+    advantages: float32 [T, N].
+    returns: float32 [T, N].
+    loss_metrics: the [E, M] losses of every epoch and minibatch.
+    batch: the update's flattened [T*N] batch.
+  """
+  nonfinite = _nonfinite_quantities(loss_metrics, train)  # [Q], before any reduction
+  fewest_families = jnp.min(loss_metrics.pop("families/per_minibatch"))  # over [E, M]
+  fewest_effective = jnp.min(loss_metrics.pop("sync/effective_families"))  # over [E, M]
   ends = traj.terminated | traj.truncated  # [T, N]
   num_ends = jnp.sum(ends)
   metrics = {key: jnp.mean(value) for key, value in loss_metrics.items()}
@@ -430,6 +472,16 @@ def _update_metrics(
   metrics["advantage/std"] = jnp.std(advantages)
   metrics["value/mean"] = jnp.mean(traj.value)
   metrics["loss/explained_variance"] = ppo.explained_variance(traj.value, returns)
+  metrics["families/min_per_minibatch"] = fewest_families.astype(jnp.float32)
+  metrics["sync/min_effective_families"] = fewest_effective
+  metrics.update(audit.rollout_metrics(
+      traj.signals, traj.early_end, traj.metrics, traj.reset_reason, ends, early_ends,
+      num_families=parts.num_families, audit=parts.config.audit,
+      foot_names=parts.env.foot_names))
+  metrics["policy/std_mean"] = jnp.mean(parts.networks.policy(train.params,
+                                                             batch.policy_obs[:1])[1])
+  metrics["ppo/learning_rate"] = ppo.get_learning_rate(train.opt_state)
+  metrics["guard/nonfinite"] = nonfinite
   return metrics
 
 

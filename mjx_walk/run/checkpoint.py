@@ -7,7 +7,9 @@ touches the previous checkpoint). Its items:
 
   train     the full `TrainState`: parameters, optimizer state, normalizer with its count, PRNG
             key and update counter (env steps = update counter x batch size)
-  env       the batched `EnvState`, so a resumed run continues the same episodes bit for bit
+  env       the batched `EnvState` and, beside its fields, the trainer's episode traces
+            (`Carry.trace`, leaves `trace_...`), so a resumed run continues the same episodes
+            bit for bit
   policy    the actor parameters and the normalizer alone, for `mjx_walk.run.policy`
   manifest  the seed-family manifest (JSON), checked against its hash on restore
   config    the resolved config (JSON)
@@ -236,7 +238,7 @@ class Checkpointer:
     """
     train = carry.train
     step = int(train.update_step)
-    arrays = {"train": _to_storable(train), "env": _to_storable(carry.env),
+    arrays = {"train": _to_storable(train), "env": _to_storable(_env_item(carry)),
               "policy": _to_storable(_policy_tree(train))}
     nonfinite = _nonfinite_leaves(arrays["train"])
     if nonfinite:
@@ -268,6 +270,30 @@ class Checkpointer:
 
 def _policy_tree(train: trainer_lib.TrainState) -> dict[str, Any]:
   return {"actor": train.params.actor, "normalizer": train.normalizer}
+
+
+def _fields(tree: Any) -> dict[str, Any]:
+  """{field name: value} of a dataclass (an `EnvState`), or a copy of a dict."""
+  if dataclasses.is_dataclass(tree):
+    return {field.name: getattr(tree, field.name) for field in dataclasses.fields(tree)}
+  return dict(tree)
+
+
+def _env_item(carry: trainer_lib.Carry) -> dict[str, Any]:
+  """The tree stored as item "env": the env state's fields and `"trace"`, the episode traces.
+
+  A dict key and an attribute give the same leaf name (`['data'].qpos` and `.data.qpos` are both
+  `data_qpos`), so the traces are stored under `trace_...` as when they were an env state field.
+  """
+  return {**_fields(carry.env), "trace": carry.trace}
+
+
+def _carry_with_env_item(carry: trainer_lib.Carry, item: dict[str, Any]) -> trainer_lib.Carry:
+  """`carry` with its env state and traces taken from a restored "env" item."""
+  env = {name: item[name] for name in _fields(carry.env)}
+  if dataclasses.is_dataclass(carry.env):
+    env = carry.env.replace(**env)
+  return carry.replace(env=env, trace=item["trace"])
 
 
 # RESTORING
@@ -404,9 +430,10 @@ def _verified(run_dir, step, abstract_carry, config, manifest) -> Restored:
   if saved_manifest.hash != manifest.hash:
     raise _Unusable(f"its manifest (hash {saved_manifest.hash}) is not this run's (hash "
                     f"{manifest.hash}); the run cannot continue on other families")
-  carry = abstract_carry.replace(
-      train=_verified_item(run_dir, step, "train", abstract_carry.train, contents),
-      env=_verified_item(run_dir, step, "env", abstract_carry.env, contents))
+  carry = _carry_with_env_item(
+      abstract_carry.replace(
+          train=_verified_item(run_dir, step, "train", abstract_carry.train, contents)),
+      _verified_item(run_dir, step, "env", _env_item(abstract_carry), contents))
   return Restored(carry=carry, manifest=saved_manifest, config=saved_config, step=step,
                   progress=progress, path=directory(run_dir) / str(step))
 

@@ -14,17 +14,19 @@ in `EnvState.final_obs`, so the trainer never bootstraps from the next episode's
 A non-finite physics state resets only its own env, is counted as `nonfinite`, and is replaced by
 zeros before it can reach any reward, observation or metric.
 
-For the batch audits (`mjx_walk.audit`) every step also reports, in `EnvState.metrics`, the trunk
-height and tilt it ended in before any auto-reset, each foot's contact at both ends of the step,
-its mean horizontal speed over the step and its air time, trunk or thigh contact with the ground,
-and whether the step ended the episode early. `EnvState.trace` records the first
-`audit.early_end_steps` states and actions of each episode, so that an early end can be replayed.
+`step` is a sequence of named stages: physics, terminations, reward, signals, auto-reset.
+Every step reports what the batch audits (`mjx_walk.learn.audit`) read of it as typed
+`StepSignals` in `EnvState.signals`, measured before any auto-reset: the trunk height and tilt it
+ended in, each foot's contact at both ends of the step, its mean horizontal speed over the step
+and its air time, and trunk or thigh contact with the ground. `EnvState.metrics` is for logging
+only. `step_with_final` also returns the whole state the step ended in before any auto-reset, from
+which the trainer records the early-end traces (`mjx_walk.learn.audit.EpisodeTrace`).
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax.struct
 import jax
@@ -85,26 +87,52 @@ class TaskState:
 
 
 @flax.struct.dataclass
-class EpisodeTrace:
-  """The first L = `audit.early_end_steps` control steps of the current episode, for replay.
+class StepSignals:
+  """What the batch audits (`mjx_walk.learn.audit`) read of one control step.
 
-  Row 0 is the episode's reset state; row k the state after its k-th step, before any
-  auto-reset. A step that ends an episode leaves the trace in place (so the trainer can pick it
-  up from the returned state); the next step starts a new trace from the new episode's state.
-  Rows past `length` are stale.
+  Measured at the end of the step, before any auto-reset; F is the number of feet, in
+  `LocomotionEnv.foot_names` order. Batched, every field gains the leading env axes ([N] or
+  [T, N]).
   """
 
-  qpos: jax.Array
-  """float32 [L + 1, nq]."""
-  qvel: jax.Array
-  """float32 [L + 1, nv]."""
-  action: jax.Array
-  """float32 [L, A]: the clipped action of each step."""
-  length: jax.Array
-  """int32 []: control steps taken since the reset (counts on past L)."""
-  first_step: jax.Array
-  """int32 []: `TaskState.step` at the reset state (0, except for an episode whose clock was
-  started late, as the trainer does to stagger the first episodes)."""
+  trunk_height: jax.Array
+  """float32 []: height of the trunk origin above the floor plane z = 0, m."""
+  trunk_tilt: jax.Array
+  """float32 []: angle between the trunk's up axis and the floor normal, degrees (0 level, 180
+  upside down)."""
+  contact: jax.Array
+  """bool [F]: each foot on the ground at the end of the step (the start-of-step value on a
+  non-finite step, so that it reports no contact event)."""
+  last_contact: jax.Array
+  """bool [F]: each foot on the ground at the start of the step (across an auto-reset, the new
+  episode's first state)."""
+  foot_speed: jax.Array
+  """float32 [F]: each foot's mean horizontal speed over the step, m/s (its displacement over
+  the control period; 0 on a non-finite step)."""
+  air_time: jax.Array
+  """float32 [F]: seconds each foot has been in the air, counting this step; meaningful at a
+  touchdown, where it is the length of the swing that ended."""
+  body_contact: jax.Array
+  """bool []: the trunk or a thigh touches the ground (False on a non-finite step)."""
+
+
+class _Feet(NamedTuple):
+  """What one step's stages read of the feet at the end of the step. F feet."""
+
+  height: jax.Array
+  """float32 [F]: lowest point of each foot sphere above the floor, m."""
+  contact: jax.Array
+  """bool [F]: height below `env.foot_contact_distance`."""
+  debounced_contact: jax.Array
+  """bool [F]: in contact now or at the start of the step (debounces one-step chatter)."""
+  first_contact: jax.Array
+  """bool [F]: a debounced touchdown after time in the air."""
+  air_time: jax.Array
+  """float32 [F]: seconds in the air, counting this step."""
+  xy: jax.Array
+  """float32 [F, 2]: world-frame horizontal position, m."""
+  speed: jax.Array
+  """float32 [F]: mean horizontal speed over the step, m/s."""
 
 
 @flax.struct.dataclass
@@ -128,18 +156,13 @@ class EnvState:
   family: families.FamilyParams
   """This env's seed-family draw; unchanged by auto-resets."""
   task: TaskState
-  trace: EpisodeTrace
+  signals: StepSignals
+  """What the batch audits read of the last step, measured before any auto-reset (all zero and
+  False after `reset`)."""
   metrics: dict[str, jax.Array]
-  """Logging only: `reward/<term>` scaled per-step terms, `tracking/lin_vel_error` (m/s, xy)
-  and `tracking/yaw_rate_error` (rad/s) of this step, and `episode/return`, `episode/length` of
-  the episode that ended on this step (0 otherwise). Audit signals of this step, as float32 and
-  measured before any auto-reset: `audit/trunk_height` (m) and `audit/trunk_tilt` (degrees from
-  the floor normal); per foot [F], `audit/contact` and `audit/last_contact` (1 if on the ground
-  at the end and at the start of the step), `audit/foot_speed` (mean horizontal speed over the
-  step, m/s) and `audit/air_time` (s in the air, counting this step; read at touchdowns);
-  `audit/body_contact` (1 if the trunk or a thigh touches the ground) and `audit/early_end` (1 if
-  the step terminated an episode within `audit.early_end_steps` steps). A non-finite step
-  reports no change of foot contact, no foot speed and no body contact."""
+  """Logging only, float32 [] each: `reward/<term>` scaled per-step terms,
+  `tracking/lin_vel_error` (m/s, xy) and `tracking/yaw_rate_error` (rad/s) of the last step, and
+  `episode/return`, `episode/length` of the episode that ended on it (0 otherwise)."""
 
 
 def _rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
@@ -161,7 +184,10 @@ class LocomotionEnv:
   """Joystick velocity tracking for a quadruped in MJX.
 
   Args:
-    config: the run configuration; only `config.env` and `config.reward` are read.
+    config: the run configuration. The env reads `config.env`, `config.reward` and, of
+      `config.families`, `action_delay_steps` (its upper end sizes the action history);
+      `observation_spec` also draws a dummy training family from `config.families` (and
+      `config.env.episode_seconds`) for its shapes. Nothing else of the config is read.
   """
 
   def __init__(self, config: config_lib.TrainConfig):
@@ -177,7 +203,6 @@ class LocomotionEnv:
     self.dt = 1.0 / config.env.control_hz
     self.episode_steps = round(config.env.episode_seconds * config.env.control_hz)
     self.max_action_delay = int(config.families.action_delay_steps[1])
-    self.trace_steps = int(config.audit.early_end_steps)
 
     self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)  # [A]
     self._init_qpos = jnp.asarray(self.robot.init_qpos, jnp.float32)  # [nq]
@@ -245,9 +270,47 @@ class LocomotionEnv:
       family: this env's family draw (one family, no leading axis).
 
     Returns:
-      The first state of an episode; `obs` is computed from the reset pose.
+      The first state of an episode; `obs` is computed from the reset pose, and `signals` and
+      `metrics` are zeros (no step taken yet).
     """
     key, k_joint, k_vel, k_obs, k_phase = jax.random.split(key, 5)
+    env = self.env_config
+    data = self._spawn(k_joint, k_vel, family)
+    foot_height = self._foot_height(data)
+    step = jnp.zeros((), jnp.int32)
+    task = TaskState(
+        command=self._command(family, step),
+        last_action=jnp.zeros(self.action_size),
+        action_history=jnp.zeros((self.max_action_delay + 1, self.action_size)),
+        feet_air_time=jnp.zeros(self.num_feet),
+        last_contact=foot_height < env.foot_contact_distance,
+        step=step,
+        episode_return=jnp.zeros(()),
+        foot_xy=data.geom_xpos[self._foot_geoms, :2],
+        gait_phase=jax.random.uniform(k_phase) if env.gait_hz else jnp.zeros(()),
+    )
+    obs = self._observe(data, task, family, k_obs)
+    signals, metrics = self._no_step_yet()
+    return EnvState(
+        data=data,
+        obs=obs,
+        final_obs=obs,
+        reward=jnp.zeros(()),
+        terminated=jnp.zeros((), bool),
+        truncated=jnp.zeros((), bool),
+        reset_reason=jnp.asarray(ResetReason.NONE, jnp.int32),
+        key=key,
+        family=family,
+        task=task,
+        signals=signals,
+        metrics=metrics,
+    )
+
+  def _spawn(self, k_joint: jax.Array, k_vel: jax.Array,
+             family: families.FamilyParams) -> mjx.Data:
+    """The physics state an episode starts in: the family's spawn pose, joints perturbed
+    around the standing pose by up to `env.init_joint_noise` rad, trunk velocities by up to
+    `env.init_velocity_noise`."""
     env = self.env_config
     qpos = self._init_qpos  # [nq]
     joint_noise = env.init_joint_noise * jax.random.uniform(
@@ -262,52 +325,20 @@ class LocomotionEnv:
     data = mjx.make_data(self.model).replace(qpos=qpos, qvel=qvel, ctrl=joints)
     # Kinematics alone positions the feet for the first observation; mjx.step recomputes the
     # full forward pass before it integrates, so nothing else needs to be valid here.
-    data = mjx.kinematics(self.model, data)
+    return mjx.kinematics(self.model, data)
 
-    foot_height = self._foot_height(data)
-    step = jnp.zeros((), jnp.int32)
-    task = TaskState(
-        command=self._command(family, step),
-        last_action=jnp.zeros(self.action_size),
-        action_history=jnp.zeros((self.max_action_delay + 1, self.action_size)),
-        feet_air_time=jnp.zeros(self.num_feet),
-        last_contact=foot_height < env.foot_contact_distance,
-        step=step,
-        episode_return=jnp.zeros(()),
-        foot_xy=data.geom_xpos[self._foot_geoms, :2],
-        gait_phase=jax.random.uniform(k_phase) if env.gait_hz else jnp.zeros(()),
-    )
-    trace = EpisodeTrace(
-        qpos=jnp.zeros((self.trace_steps + 1, self.model.nq)).at[0].set(data.qpos),
-        qvel=jnp.zeros((self.trace_steps + 1, self.model.nv)).at[0].set(data.qvel),
-        action=jnp.zeros((self.trace_steps, self.action_size)),
-        length=jnp.zeros((), jnp.int32),
-        first_step=step,
-    )
-    obs = self._observe(data, task, family, k_obs)
+  def _no_step_yet(self) -> tuple[StepSignals, dict[str, jax.Array]]:
+    """Signals and metrics of a state no step has led to: zeros and False, shaped as a step's."""
     zero = jnp.zeros(())
-    feet = jnp.zeros(self.num_feet)
+    per_foot = jnp.zeros(self.num_feet)
+    no_contact = jnp.zeros(self.num_feet, bool)
+    signals = StepSignals(trunk_height=zero, trunk_tilt=zero, contact=no_contact,
+                          last_contact=no_contact, foot_speed=per_foot, air_time=per_foot,
+                          body_contact=jnp.zeros((), bool))
     metrics = {f"reward/{name}": zero for name in self._reward_scales}
     metrics.update({name: zero for name in ("tracking/lin_vel_error", "tracking/yaw_rate_error",
                                             "episode/return", "episode/length")})
-    metrics.update({f"audit/{name}": zero for name in (
-        "trunk_height", "trunk_tilt", "body_contact", "early_end")})
-    metrics.update({f"audit/{name}": feet for name in (
-        "contact", "last_contact", "foot_speed", "air_time")})
-    return EnvState(
-        data=data,
-        obs=obs,
-        final_obs=obs,
-        reward=zero,
-        terminated=jnp.zeros((), bool),
-        truncated=jnp.zeros((), bool),
-        reset_reason=jnp.asarray(ResetReason.NONE, jnp.int32),
-        key=key,
-        family=family,
-        task=task,
-        trace=trace,
-        metrics=metrics,
-    )
+    return signals, metrics
 
   # OBSERVATIONS
 
@@ -324,6 +355,13 @@ class LocomotionEnv:
         (pair[:, 1] == floor) & jnp.isin(pair[:, 0], geoms))  # [C]
     return (mine & (contact.dist < 0.0)).any()
 
+  def _body_touches_floor(self, data: mjx.Data, finite: jax.Array) -> jax.Array:
+    """bool []: the trunk or a thigh touches the floor (never on a non-finite step)."""
+    return self._touches_floor(data, self._body_contact_geoms) & finite
+
+  def _floor_normal(self, data: mjx.Data) -> jax.Array:
+    """The floor normal (world +z) in the trunk frame. [3]"""
+    return _rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))
 
   def _foot_height(self, data: mjx.Data) -> jax.Array:
     """Lowest point of each foot sphere above the floor plane z = 0, m. [F]"""
@@ -387,18 +425,72 @@ class LocomotionEnv:
         give the PD targets.
 
     Returns:
-      The next state. `reward`, `terminated`, `truncated`, `reset_reason`, `final_obs` and
-      `metrics` describe the step just taken, even when `obs` already belongs to a new episode.
+      The next state. `reward`, `terminated`, `truncated`, `reset_reason`, `final_obs`,
+      `signals` and `metrics` describe the step just taken, even when `obs` already belongs to a
+      new episode.
     """
-    env = self.env_config
-    family = state.family
+    return self.step_with_final(state, action)[0]
+
+  def step_with_final(self, state: EnvState, action: jax.Array) -> tuple[EnvState, EnvState]:
+    """`step`, also returning the state the step ended in, before any auto-reset.
+
+    Args:
+      state: this env's state.
+      action: float32 [A], raw policy output.
+
+    Returns:
+      (next, final). `next` is what `step` returns. `final` is the same state before the
+      auto-reset: equal to `next` where the episode goes on; where it ended, its `data`, `obs`
+      and `task` are those the episode ended in (the trainer records early-end traces from it).
+      `final.task.last_action` is this step's clipped action. `final` is for reading only: it is
+      not a state to step from.
+    """
     key, k_obs, k_reset = jax.random.split(state.key, 3)
-    action = jnp.clip(action, -env.action_clip, env.action_clip)  # [A]
+    clip = self.env_config.action_clip
+    action = jnp.clip(action, -clip, clip)  # [A]
+    data, action_history, finite = self._physics(state, action)
+    reason = self._reset_reason(state, data, finite)
+    truncated = reason == ResetReason.TIMEOUT
+    terminated = (reason != ResetReason.NONE) & ~truncated
+    feet = self._feet(state, data)
+    reward, scaled = self._reward(state, data, action, feet, terminated, finite)
+    task = self._next_task(state, action, action_history, feet, reward)
+    obs = self._observe(data, task, state.family, k_obs)
+    final = EnvState(
+        data=data,
+        obs=obs,
+        final_obs=obs,
+        reward=reward,
+        terminated=terminated,
+        truncated=truncated,
+        reset_reason=reason,
+        key=key,
+        family=state.family,
+        task=task,
+        signals=self._signals(state, data, feet, finite),
+        metrics=self._metrics(state, data, scaled, task, terminated | truncated, finite),
+    )
+    return self._auto_reset(final, k_reset), final
+
+  def _physics(self, state: EnvState, action: jax.Array
+               ) -> tuple[mjx.Data, jax.Array, jax.Array]:
+    """PHYSICS: the actuator delay, the PD targets, the family's push and `substeps` MJX steps.
+
+    Args:
+      state: the state the step starts from.
+      action: float32 [A], the clipped policy action.
+
+    Returns:
+      (data, action_history, finite): the physics state at the end of the step; the action
+      history float32 [D+1, A] with `action` first; bool [], whether the state stayed finite. A
+      diverged state comes back as the initial pose at rest, with zero foot positions and
+      actuator forces, so that no NaN reaches an observation, reward or signal (the env is then
+      reset as `nonfinite`).
+    """
+    family = state.family
     history = jnp.concatenate([action[None], state.task.action_history[:-1]])  # [D+1, A]
     delayed = history[family.action_delay]  # [A] what the actuators receive this step
     targets = self._default_pose + self.robot.spec.action_scale * delayed  # [A]
-
-    # PHYSICS
     model = families.apply_to_model(self.model, self.robot, family)
 
     def physics_step(_, data):
@@ -409,69 +501,88 @@ class LocomotionEnv:
     data = state.data.replace(ctrl=targets, xfrc_applied=xfrc)
     data = jax.lax.fori_loop(0, self.substeps, physics_step, data)
     finite = jnp.isfinite(data.qpos).all() & jnp.isfinite(data.qvel).all()
-    # Zero a diverged state so no NaN reaches obs, reward or metrics; the env is reset below.
     data = data.replace(
         qpos=jnp.where(finite, data.qpos, self._init_qpos),
         qvel=jnp.where(finite, data.qvel, 0.0),
         geom_xpos=jnp.where(finite, data.geom_xpos, 0.0),
         actuator_force=jnp.where(finite, data.actuator_force, 0.0),
     )
+    return data, history, finite
 
-    # TASK
-    step_count = state.task.step + 1
-    foot_height = self._foot_height(data)  # [F]
-    contact = foot_height < env.foot_contact_distance  # [F]
-    contact_filtered = contact | state.task.last_contact  # [F] debounces one-step chatter
-    air_time = state.task.feet_air_time + self.dt  # [F]
-    first_contact = (state.task.feet_air_time > 0.0) & contact_filtered  # [F]
-    command = self._command(family, step_count)
+  def _reset_reason(self, state: EnvState, data: mjx.Data, finite: jax.Array) -> jax.Array:
+    """TERMINATIONS: why the step ended the episode. int32 [], a `ResetReason` (NONE if not).
 
-    # TERMINATION
-    lin_vel, ang_vel, gravity = self._trunk_frame(data, family)
-    joint_pos = data.qpos[self._qpos_adr]  # [A]
-    # Height and tilt are measured from the floor, whatever the direction of gravity.
-    up = _rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))  # [3] floor normal, trunk frame
+    The first matching reason wins, so a diverged state is reported as `nonfinite` even if it
+    also "fell". Height and tilt are measured from the floor, whatever the direction of gravity.
+    """
+    env = self.env_config
+    up = self._floor_normal(data)  # [3]
     fell = (data.qpos[2] < env.fall_height) | (
         up[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
-    body_touch = self._touches_floor(data, self._body_contact_geoms) & finite
-    body_contact = body_touch if env.terminate_on_body_contact else jnp.zeros((), bool)
+    body_contact = (self._body_touches_floor(data, finite) if env.terminate_on_body_contact
+                    else jnp.zeros((), bool))
     at_limit = jnp.zeros((), bool)
     if env.terminate_on_joint_limit:
+      joint_pos = data.qpos[self._qpos_adr]  # [A]
       margin = env.joint_limit_margin
       at_limit = ((joint_pos < self._joint_lower + margin) |
                   (joint_pos > self._joint_upper - margin)).any()
-    timeout = step_count >= self.episode_steps
-    # The first matching reason wins: a diverged state is reported as such even if it "fell".
-    reason = jnp.select(
+    timeout = state.task.step + 1 >= self.episode_steps
+    return jnp.select(
         [~finite, fell, body_contact, at_limit, timeout],
         [ResetReason.NONFINITE, ResetReason.FALL, ResetReason.BODY_CONTACT,
          ResetReason.JOINT_LIMIT, ResetReason.TIMEOUT],
         ResetReason.NONE,
     ).astype(jnp.int32)
-    truncated = reason == ResetReason.TIMEOUT
-    terminated = (reason != ResetReason.NONE) & ~truncated
 
-    foot_xy = data.geom_xpos[self._foot_geoms, :2]  # [F, 2]
-    foot_speed = jnp.linalg.norm(foot_xy - state.task.foot_xy, axis=-1) / self.dt  # [F]
+  def _feet(self, state: EnvState, data: mjx.Data) -> _Feet:
+    """Each foot's height, contact, air time and mean horizontal speed over the step."""
+    env = self.env_config
+    height = self._foot_height(data)  # [F]
+    contact = height < env.foot_contact_distance  # [F]
+    debounced = contact | state.task.last_contact  # [F] debounces one-step chatter
+    xy = data.geom_xpos[self._foot_geoms, :2]  # [F, 2]
+    return _Feet(
+        height=height,
+        contact=contact,
+        debounced_contact=debounced,
+        first_contact=(state.task.feet_air_time > 0.0) & debounced,
+        air_time=state.task.feet_air_time + self.dt,
+        xy=xy,
+        speed=jnp.linalg.norm(xy - state.task.foot_xy, axis=-1) / self.dt,
+    )
 
-    # REWARD
+  def _reward(self, state: EnvState, data: mjx.Data, action: jax.Array, feet: _Feet,
+              terminated: jax.Array, finite: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """REWARD: the step's reward and its non-zero terms.
+
+    Each term is scaled by its weight and the control period, and is 0 on a non-finite step.
+    The reward is the sum of the shaped terms (clipped at 0 with `reward.only_positive`) plus
+    the termination term.
+
+    Returns:
+      (float32 [] reward, {term name: float32 [] scaled term}).
+    """
+    cfg = self.reward_config
+    command = state.task.command  # [3] the command this step was taken under
+    lin_vel, ang_vel, gravity = self._trunk_frame(data, state.family)
+    joint_pos = data.qpos[self._qpos_adr]  # [A]
     terms = {
         "tracking_lin_vel": lambda: rewards.tracking_lin_vel(
-            state.task.command, lin_vel, self.reward_config.tracking_sigma),
+            command, lin_vel, cfg.tracking_sigma),
         "tracking_ang_vel": lambda: rewards.tracking_ang_vel(
-            state.task.command, ang_vel, self.reward_config.tracking_sigma),
+            command, ang_vel, cfg.tracking_sigma),
         "lin_vel_z": lambda: rewards.lin_vel_z(lin_vel),
         "ang_vel_xy": lambda: rewards.ang_vel_xy(ang_vel),
         "orientation": lambda: rewards.orientation(gravity),
         "torques": lambda: rewards.torques(data.actuator_force),
         "action_rate": lambda: rewards.action_rate(action, state.task.last_action),
         "feet_air_time": lambda: rewards.feet_air_time(
-            air_time, first_contact, state.task.command, self.reward_config.air_time_target),
+            feet.air_time, feet.first_contact, command, cfg.air_time_target),
         "pose": lambda: rewards.pose(joint_pos, self._default_pose),
         "gait_phase": lambda: rewards.gait_phase(
-            foot_height, state.task.gait_phase, self._gait_offsets, state.task.command,
-            self.reward_config.swing_height),
-        "feet_slip": lambda: rewards.feet_slip(foot_speed, contact & state.task.last_contact),
+            feet.height, state.task.gait_phase, self._gait_offsets, command, cfg.swing_height),
+        "feet_slip": lambda: rewards.feet_slip(feet.speed, feet.contact & state.task.last_contact),
         "termination": lambda: rewards.termination(terminated),
     }
     scaled = {
@@ -479,81 +590,68 @@ class LocomotionEnv:
         for name, scale in self._reward_scales.items()
     }
     shaped = sum((v for k, v in scaled.items() if k != "termination"), jnp.zeros(()))
-    if self.reward_config.only_positive:
+    if cfg.only_positive:
       shaped = jnp.maximum(shaped, 0.0)
-    reward = shaped + scaled.get("termination", 0.0)
-    episode_return = state.task.episode_return + reward
+    return shaped + scaled.get("termination", 0.0), scaled
 
-    task = TaskState(
-        command=command,
+  def _next_task(self, state: EnvState, action: jax.Array, action_history: jax.Array,
+                 feet: _Feet, reward: jax.Array) -> TaskState:
+    """The task bookkeeping at the end of the step, before any auto-reset."""
+    step = state.task.step + 1
+    return TaskState(
+        command=self._command(state.family, step),
         last_action=action,
-        action_history=history,
-        feet_air_time=air_time * ~contact_filtered,
-        last_contact=contact,
-        step=step_count,
-        episode_return=episode_return,
-        foot_xy=foot_xy,
-        gait_phase=jnp.mod(state.task.gait_phase + env.gait_hz * self.dt, 1.0),
+        action_history=action_history,
+        feet_air_time=feet.air_time * ~feet.debounced_contact,
+        last_contact=feet.contact,
+        step=step,
+        episode_return=state.task.episode_return + reward,
+        foot_xy=feet.xy,
+        gait_phase=jnp.mod(state.task.gait_phase + self.env_config.gait_hz * self.dt, 1.0),
     )
-    obs = self._observe(data, task, family, k_obs)
-    done = terminated | truncated
-    trace = self._record(state, data, action)
+
+  def _signals(self, state: EnvState, data: mjx.Data, feet: _Feet,
+               finite: jax.Array) -> StepSignals:
+    """SIGNALS: what the batch audits read of the step, at its end and before any auto-reset.
+
+    A non-finite step reports no change of foot contact, no foot speed and no body contact.
+    """
+    up = self._floor_normal(data)  # [3]
+    return StepSignals(
+        trunk_height=data.qpos[2],
+        trunk_tilt=jnp.degrees(jnp.arccos(jnp.clip(up[2], -1.0, 1.0))),
+        contact=jnp.where(finite, feet.contact, state.task.last_contact),
+        last_contact=state.task.last_contact,
+        foot_speed=jnp.where(finite, feet.speed, 0.0),
+        air_time=feet.air_time,
+        body_contact=self._body_touches_floor(data, finite),
+    )
+
+  def _metrics(self, state: EnvState, data: mjx.Data, scaled: dict[str, jax.Array],
+               task: TaskState, done: jax.Array, finite: jax.Array) -> dict[str, jax.Array]:
+    """The step's logging metrics (`EnvState.metrics`); `task` is the one the step ended in."""
+    lin_vel, ang_vel, _ = self._trunk_frame(data, state.family)
+    command = state.task.command  # [3] the command this step was taken under
     metrics = {f"reward/{name}": value for name, value in scaled.items()}
     tracking_error = jnp.where(finite, jnp.stack([
-        jnp.linalg.norm(lin_vel[:2] - state.task.command[:2]),
-        jnp.abs(ang_vel[2] - state.task.command[2])]), 0.0)  # [2]
+        jnp.linalg.norm(lin_vel[:2] - command[:2]),
+        jnp.abs(ang_vel[2] - command[2])]), 0.0)  # [2]
     metrics["tracking/lin_vel_error"] = tracking_error[0]
     metrics["tracking/yaw_rate_error"] = tracking_error[1]
-    metrics["episode/return"] = jnp.where(done, episode_return, 0.0)
-    metrics["episode/length"] = jnp.where(done, step_count, 0).astype(jnp.float32)
-    # AUDIT SIGNALS (see mjx_walk.audit). A diverged step reports no contact event.
-    metrics["audit/trunk_height"] = data.qpos[2]
-    metrics["audit/trunk_tilt"] = jnp.degrees(jnp.arccos(jnp.clip(up[2], -1.0, 1.0)))
-    metrics["audit/contact"] = jnp.where(finite, contact, state.task.last_contact).astype(
-        jnp.float32)
-    metrics["audit/last_contact"] = state.task.last_contact.astype(jnp.float32)
-    metrics["audit/foot_speed"] = jnp.where(finite, foot_speed, 0.0)
-    metrics["audit/air_time"] = air_time
-    metrics["audit/body_contact"] = body_touch.astype(jnp.float32)
-    metrics["audit/early_end"] = (terminated & (trace.length <= self.trace_steps)).astype(
-        jnp.float32)
+    metrics["episode/return"] = jnp.where(done, task.episode_return, 0.0)
+    metrics["episode/length"] = jnp.where(done, task.step, 0).astype(jnp.float32)
+    return metrics
 
-    # AUTO-RESET
-    fresh = self.reset(k_reset, family)
-    return EnvState(
-        data=_tree_where(done, fresh.data, data),
-        obs=_tree_where(done, fresh.obs, obs),
-        final_obs=obs,
-        reward=reward,
-        terminated=terminated,
-        truncated=truncated,
-        reset_reason=reason,
-        key=key,
-        family=family,
-        task=_tree_where(done, fresh.task, task),
-        trace=trace,
-        metrics=metrics,
-    )
+  def _auto_reset(self, final: EnvState, key: jax.Array) -> EnvState:
+    """AUTO-RESET: where the episode ended, a new episode's data, observation and task.
 
-  def _record(self, state: EnvState, data: mjx.Data, action: jax.Array) -> EpisodeTrace:
-    """The episode trace after this step: `data` (before any auto-reset) and `action` appended.
-
-    A step that follows an episode end starts a new trace from `state.data`, the new episode's
-    reset state. Rows are written with a one-hot select rather than a scatter, which stays
-    vectorised under `vmap`.
+    Everything else (reward, flags, `final_obs`, signals, metrics) keeps describing the step
+    just taken; the family draw survives the reset.
     """
-    trace = state.trace
-    restart = state.terminated | state.truncated
-    length = jnp.where(restart, 0, trace.length)  # steps before this one
-    first_row = (jnp.arange(self.trace_steps + 1) == 0)[:, None]  # [L + 1, 1]
-    qpos = jnp.where(restart & first_row, state.data.qpos, trace.qpos)  # [L + 1, nq]
-    qvel = jnp.where(restart & first_row, state.data.qvel, trace.qvel)  # [L + 1, nv]
-    state_row = (jnp.arange(self.trace_steps + 1) == length + 1)[:, None]  # [L + 1, 1]
-    action_row = (jnp.arange(self.trace_steps) == length)[:, None]  # [L, 1]
-    return EpisodeTrace(
-        qpos=jnp.where(state_row, data.qpos, qpos),
-        qvel=jnp.where(state_row, data.qvel, qvel),
-        action=jnp.where(action_row, action, trace.action),
-        length=length + 1,
-        first_step=state.task.step - length,
+    done = final.terminated | final.truncated
+    fresh = self.reset(key, final.family)
+    return final.replace(
+        data=_tree_where(done, fresh.data, final.data),
+        obs=_tree_where(done, fresh.obs, final.obs),
+        task=_tree_where(done, fresh.task, final.task),
     )
