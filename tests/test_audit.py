@@ -76,7 +76,7 @@ class TerminationAuditTest(chex.TestCase):
                         [R.NONE, R.BODY_CONTACT, R.FALL, R.NONE]], np.int32)  # [T, N]
     counts = self.variant(audit.reset_histogram_by_family, static_argnums=1)(reasons, 2)
     # Columns: fall, timeout, joint_limit, body_contact, nonfinite.
-    self.assertEqual(audit.REASON_NAMES,
+    self.assertEqual(env_lib.REASON_NAMES,
                      ("fall", "timeout", "joint_limit", "body_contact", "nonfinite"))
     np.testing.assert_array_equal(counts, [[2, 1, 0, 0, 0],    # env 0 fall, env 2 timeout, fall
                                            [1, 0, 0, 1, 0]])   # env 3 fall, env 1 body contact

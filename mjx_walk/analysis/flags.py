@@ -71,56 +71,81 @@ def flags(records: list[dict], config: config_lib.TrainConfig) -> list[str]:
   updates = ledger.of_kind(records, "update")
   if not updates:
     return []
-  audit = config.audit
   window = updates[-max(1, len(updates) // 4):]
-  span = f"the last {len(window)} updates" if len(window) > 1 else "the last update"
-  over = f"mean over {span}" if len(window) > 1 else "in the last update"
-  out = []
+  return [*_rare_contact_events(window, config.audit),
+          *_early_ends(updates, config.audit),
+          *_dominant_terms(window, config.audit),
+          *_reset_bursts(updates),
+          *_thin_minibatches(updates, config.families.num_train_families)]
 
+
+def _span(window: Sequence[Mapping[str, Any]]) -> str:
+  return f"the last {len(window)} updates" if len(window) > 1 else "the last update"
+
+
+def _rare_contact_events(window: Sequence[Mapping[str, Any]],
+                         audit: config_lib.AuditConfig) -> list[str]:
+  over = f"mean over {_span(window)}" if len(window) > 1 else "in the last update"
+  out = []
   for key, label in CONTACT_EVENTS:
     count = _mean(window, key)
     if count is not None and count < audit.min_event_count:
       out.append(f"{label} appeared only {count:.0f} times per batch, under the "
                  f"{audit.min_event_count} threshold ({over})")
+  return out
 
+
+def _early_ends(updates: Sequence[Mapping[str, Any]], audit: config_lib.AuditConfig) -> list[str]:
   early = sum(r.get("audit/early_ends") or 0.0 for r in updates)
   episodes = sum(r.get("episode/count") or 0.0 for r in updates)
-  if early > 0 and episodes > 0:
-    out.append(f"{_percent(early / episodes)} of episodes ended within {audit.early_end_steps} "
-               f"steps (early ends: {early:.0f} of {episodes:.0f} over the run; their traces "
-               f"are in {run_folder.TRACES}/)")
+  if not (early > 0 and episodes > 0):
+    return []
+  return [f"{_percent(early / episodes)} of episodes ended within {audit.early_end_steps} "
+          f"steps (early ends: {early:.0f} of {episodes:.0f} over the run; their traces are in "
+          f"{run_folder.TRACES}/)"]
 
+
+def _dominant_terms(window: Sequence[Mapping[str, Any]],
+                    audit: config_lib.AuditConfig) -> list[str]:
   half = len(window) // 2
-  if half:
-    before = _mean(window[:half], "tracking/lin_vel_error")
-    after = _mean(window[half:], "tracking/lin_vel_error")
-    if before is not None and after is not None and after >= before:
-      terms = sorted({k for r in window for k in r if k.startswith("reward_share/")})
-      for key in terms:
-        term = key[len("reward_share/"):]
-        share = _mean(window, key)
-        if term.startswith("tracking") or share is None or share <= audit.dominant_share:
-          continue
-        out.append(f"reward term {term} holds {share:.0%} of the absolute reward while tracking "
-                   f"did not improve over {span} (xy velocity error {before:.2f} -> "
-                   f"{after:.2f} m/s)")
+  if not half:
+    return []
+  before = _mean(window[:half], "tracking/lin_vel_error")
+  after = _mean(window[half:], "tracking/lin_vel_error")
+  if before is None or after is None or after < before:
+    return []
+  out = []
+  for key in sorted({k for r in window for k in r if k.startswith("reward_share/")}):
+    term = key[len("reward_share/"):]
+    share = _mean(window, key)
+    if term.startswith("tracking") or share is None or share <= audit.dominant_share:
+      continue
+    out.append(f"reward term {term} holds {share:.0%} of the absolute reward while tracking "
+               f"did not improve over {_span(window)} (xy velocity error {before:.2f} -> "
+               f"{after:.2f} m/s)")
+  return out
 
+
+def _reset_bursts(updates: Sequence[Mapping[str, Any]]) -> list[str]:
   bursts = [r for r in updates if r.get("sync/max_reset_share") is not None
             and r["sync/max_reset_share"] > SYNC_FLAG_SHARE
             and r["sync/max_reset_share"] > SYNC_FLAG_RATIO * (r.get("sync/mean_reset_share") or 0)]
-  if bursts:
-    worst = max(bursts, key=lambda r: r["sync/max_reset_share"])
-    more = f"; {len(bursts)} updates had such a burst" if len(bursts) > 1 else ""
-    out.append(f"{_percent(worst['sync/max_reset_share'])} of envs reset in the same step at "
-               f"update {worst.get('update', '?')} (on average "
-               f"{_percent(worst.get('sync/mean_reset_share') or 0.0)} per step{more})")
+  if not bursts:
+    return []
+  worst = max(bursts, key=lambda r: r["sync/max_reset_share"])
+  more = f"; {len(bursts)} updates had such a burst" if len(bursts) > 1 else ""
+  return [f"{_percent(worst['sync/max_reset_share'])} of envs reset in the same step at update "
+          f"{worst.get('update', '?')} (on average "
+          f"{_percent(worst.get('sync/mean_reset_share') or 0.0)} per step{more})"]
 
-  num_families = config.families.num_train_families
+
+def _thin_minibatches(updates: Sequence[Mapping[str, Any]], num_families: int) -> list[str]:
   thin = [r for r in updates if r.get("sync/min_effective_families") is not None]
-  if thin:
-    worst = min(thin, key=lambda r: r["sync/min_effective_families"])
-    if worst["sync/min_effective_families"] < MIN_EFFECTIVE_FAMILY_SHARE * num_families:
-      out.append(f"a minibatch spanned only {worst['sync/min_effective_families']:.1f} effective "
-                 f"families (inverse Simpson index) of {num_families} at update "
-                 f"{worst.get('update', '?')}")
-  return out
+  if not thin:
+    return []
+  worst = min(thin, key=lambda r: r["sync/min_effective_families"])
+  if worst["sync/min_effective_families"] >= MIN_EFFECTIVE_FAMILY_SHARE * num_families:
+    return []
+  return [f"a minibatch spanned only {worst['sync/min_effective_families']:.1f} effective "
+          f"families (inverse Simpson index) of {num_families} at update "
+          f"{worst.get('update', '?')}"]

@@ -252,8 +252,8 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
         "lin_vel_error": float(lin_error[mine].mean()),
         "yaw_rate_error": float(yaw_error[mine].mean()),
         "return": float(stats.episode_return[mine].mean()),
-        "reset": {code.name.lower(): int((stats.reason[mine] == code).sum())
-                  for code in env_lib.ResetReason if code != env_lib.ResetReason.NONE},
+        "reset": {code.label: int((stats.reason[mine] == code).sum())
+                  for code in env_lib.ENDINGS},
     }
   return {"panel_hash": manifest.panel_hash, "strata": result}
 

@@ -46,9 +46,6 @@ SHOWN_GEOM_GROUPS = 4
 """Geom groups 0-3 are drawn: the Go2 MJCF has visual geoms (group 2) for the hips and calves
 only, and its trunk, thighs and feet exist as collision geoms (group 3)."""
 
-_TERMINATIONS = tuple(name for name in env_lib.REASON_NAMES
-                      if name != env_lib.ResetReason.TIMEOUT.name.lower())
-"""Reset reasons that end an episode by a termination: every one but the time limit."""
 
 
 def check_gl() -> None:
@@ -269,7 +266,7 @@ def render_videos(run_dir: pathlib.Path | str, update: int,
           "family_seed": saved.family_seeds[s],
           "env_index": int(traces.env_index[s]),
           "end_reason": reason,
-          "terminated": reason in _TERMINATIONS,
+          "terminated": reason in env_lib.TERMINATION_NAMES,
           "length_steps": length,
           "seconds": length / control_hz,
           "return": float(traces.episode_return[s]),

@@ -64,8 +64,8 @@ Values outside land in the outer bins."""
 FALL_TILT_BINS: np.ndarray = np.arange(0.0, 180.0 + 1e-9, 10.0)
 """Edges, degrees from the floor normal, of the trunk-tilt histogram at `fall` resets: 18 bins
 of 10 degrees from 0 (level) to 180 (upside down)."""
-REASON_NAMES: tuple[str, ...] = env_lib.REASON_NAMES
-"""Columns of the per-family reset histogram: every `ResetReason` but NONE, in code order."""
+
+
 # IN THE JIT: PURE REDUCTIONS OF ONE UPDATE'S ROLLOUT
 
 
@@ -96,10 +96,10 @@ def reset_histogram_by_family(reset_reason: jax.Array, num_families: int) -> jax
     num_families: F; N must be divisible by it.
 
   Returns:
-    float32 [F, R]: counts; column r is `REASON_NAMES[r]` (code r + 1).
+    float32 [F, R]: counts; column r is `env.ENDINGS[r]` (code r + 1).
   """
   _, num_envs = reset_reason.shape
-  codes = jnp.arange(1, len(REASON_NAMES) + 1)  # [R]
+  codes = jnp.arange(1, len(env_lib.ENDINGS) + 1)  # [R]
   per_env = jnp.sum(reset_reason[..., None] == codes, axis=0)  # [N, R]
   per_env = per_env.reshape(num_envs // num_families, num_families, -1)  # [N/F, F, R]
   return jnp.sum(per_env, axis=0).astype(jnp.float32)  # [F, R]

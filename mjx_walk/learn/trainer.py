@@ -465,9 +465,8 @@ def _update_metrics(parts: _Parts, train: TrainState, traj: Transition,
   # which no episode ended contributes nothing instead of a 0/0.
   metrics["episode/return_sum"] = jnp.sum(traj.metrics["episode/return"])
   metrics["episode/length_sum"] = jnp.sum(traj.metrics["episode/length"])
-  for code in env_lib.ResetReason:
-    if code != env_lib.ResetReason.NONE:
-      metrics[f"reset/{code.name.lower()}"] = jnp.sum(traj.reset_reason == code).astype(jnp.float32)
+  for code in env_lib.ENDINGS:
+    metrics[f"reset/{code.label}"] = jnp.sum(traj.reset_reason == code).astype(jnp.float32)
   metrics["advantage/mean"] = jnp.mean(advantages)
   metrics["advantage/std"] = jnp.std(advantages)
   metrics["value/mean"] = jnp.mean(traj.value)

@@ -52,8 +52,19 @@ class ResetReason(enum.IntEnum):
   BODY_CONTACT = 4
   NONFINITE = 5
 
+  @property
+  def label(self) -> str:
+    """The reason's name in ledgers, evaluation records and trace files: "fall", "timeout"."""
+    return self.name.lower()
 
-REASON_NAMES: tuple[str, ...] = tuple(r.name.lower() for r in ResetReason if r != ResetReason.NONE)
+
+ENDINGS: tuple[ResetReason, ...] = tuple(r for r in ResetReason if r != ResetReason.NONE)
+"""Every reason an episode ends, in code order (code r + 1 is `ENDINGS[r]`)."""
+REASON_NAMES: tuple[str, ...] = tuple(r.label for r in ENDINGS)
+"""The labels of `ENDINGS`: the `reset/<name>` ledger keys and the evaluation's reset counts."""
+TERMINATION_NAMES: tuple[str, ...] = tuple(
+    r.label for r in ENDINGS if r != ResetReason.TIMEOUT)
+"""The endings that are terminations (no bootstrap): every one but the time limit."""
 
 TROT_OFFSETS = {"FR": 0.0, "RL": 0.0, "FL": 0.5, "RR": 0.5}
 """Phase offset of each foot on the gait clock: the diagonal pairs swing half a cycle apart."""
