@@ -28,8 +28,9 @@ from absl import flags
 import jax
 import jax.numpy as jnp
 import mujoco
-from mjx_walk.sim._mjx import mjx
 import numpy as np
+
+from mjx_walk.sim._mjx import mjx
 
 SCENE = pathlib.Path(__file__).resolve().parent.parent / "robots" / "go2" / "scene.xml"
 LEGS = ("FR", "FL", "RR", "RL")

@@ -26,10 +26,10 @@ from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
-from mjx_walk.sim._mjx import mjx
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.sim._mjx import mjx
 
 _NUM_ENVS = flags.DEFINE_integer("num_envs", 1024, "Parallel envs.")
 _UNROLL = flags.DEFINE_integer("unroll_length", 24, "Control steps per rollout.")

@@ -67,13 +67,12 @@ import numpy as np
 # mujoco.mjx prints its failed import of the optional `warp` backend to stdout; keep stdout for
 # the JSON line. Later imports of mujoco.mjx (ours, Brax's) find the module already loaded.
 with contextlib.redirect_stdout(sys.stderr):
-  from mujoco import mjx  # pylint: disable=g-import-not-at-top,unused-import
+  pass  # pylint: disable=g-import-not-at-top,unused-import
 
 from mjx_walk import config as config_lib
+from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
-from mjx_walk.learn import trainer as trainer_lib
-
 
 _BRAX_PMAP_AXIS = "i"
 """`brax.training.agents.ppo.train._PMAP_AXIS_NAME`, checked after the import below."""

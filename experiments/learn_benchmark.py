@@ -31,8 +31,8 @@ from absl import flags
 
 from mjx_walk import cli
 from mjx_walk import config as config_lib
-from mjx_walk.run import ledger
 from mjx_walk import train
+from mjx_walk.run import ledger
 
 # --config (a file, plus --config.<field> overrides) and --run_dir are the training CLI's own flags,
 # defined by `mjx_walk.train`.

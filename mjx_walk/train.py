@@ -31,26 +31,25 @@ import threading
 import time
 from typing import Any
 
-
 from absl import app
 from absl import flags
 import jax
 from ml_collections import config_flags
 
-from mjx_walk.run import checkpoint
 from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk.analysis import panel
-from mjx_walk.sim import families
-from mjx_walk.run import ledger
 from mjx_walk.analysis import report
 from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos as videos_lib
-from mjx_walk.sim import robots
-from mjx_walk.run import policy as policy_lib
-from mjx_walk.run import run_folder
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.run import checkpoint
+from mjx_walk.run import ledger
+from mjx_walk.run import policy as policy_lib
+from mjx_walk.run import run_folder
+from mjx_walk.sim import families
+from mjx_walk.sim import robots
 
 _CONFIG = config_flags.DEFINE_config_dataclass(
     "config",

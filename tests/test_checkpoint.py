@@ -20,17 +20,18 @@ import jax
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
 
-import configs
-from mjx_walk.run import checkpoint
 from mjx_walk import config as config_lib
+from mjx_walk import train as train_lib
 from mjx_walk.analysis import panel
-from mjx_walk.sim import families
-from mjx_walk.run import ledger
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
-from mjx_walk.run import policy as policy_lib
-from mjx_walk import train as train_lib
 from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.run import checkpoint
+from mjx_walk.run import ledger
+from mjx_walk.run import policy as policy_lib
+from mjx_walk.sim import families
+
+import configs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

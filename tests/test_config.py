@@ -7,9 +7,10 @@ import re
 from absl.testing import absltest
 from absl.testing import parameterized
 
-import configs
 from mjx_walk import config as config_lib
 from mjx_walk.learn import networks
+
+import configs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

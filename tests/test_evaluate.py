@@ -15,8 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import commands
-import configs
 from mjx_walk import config as config_lib
 from mjx_walk import evaluate as evaluate_cli
 from mjx_walk import train as train_lib
@@ -28,6 +26,9 @@ from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
+
+import commands
+import configs
 
 R = env_lib.ResetReason
 

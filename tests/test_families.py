@@ -28,10 +28,11 @@ import mujoco
 from mujoco import mjx
 import numpy as np
 
-import configs
 from mjx_walk import config as config_lib
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
+
+import configs
 
 NUM_ENVS = 4
 TRAIN_KEYS = ("spawn_yaw", "spawn_offset", "command_times", "commands", "friction",

@@ -16,9 +16,10 @@ import textwrap
 from absl.testing import absltest
 import jax
 
-import configs
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
+
+import configs
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "mjx_walk"

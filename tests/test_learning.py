@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from mjx_walk import config as config_lib
-from mjx_walk.run import ledger
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import trainer as trainer_lib
 

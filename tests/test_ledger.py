@@ -14,11 +14,12 @@ import jax
 import numpy as np
 import pytest
 
-import commands
 from mjx_walk import config as config_lib
-from mjx_walk.run import ledger
 from mjx_walk import ledger as ledger_cli
 from mjx_walk.learn import records as records_lib
+from mjx_walk.run import ledger
+
+import commands
 
 RECIPE_KEYS = (
     "kind", "num_envs", "unroll_length", "num_minibatches", "num_epochs", "control_hz",

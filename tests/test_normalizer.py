@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from absl.testing import absltest
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl.testing import absltest
 
 from mjx_walk.learn import normalizer
 

@@ -12,8 +12,9 @@ import pathlib
 import nbclient
 import nbformat
 
-import configs
 from mjx_walk.run import ledger
+
+import configs
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 

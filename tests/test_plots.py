@@ -6,11 +6,12 @@ import pathlib
 
 from absl.testing import absltest
 
-import pictures
-
 from mjx_walk import config as config_lib
 from mjx_walk.analysis import plots
 from mjx_walk.learn import audit
+
+import pictures
+
 
 class ConstructedRecordsTest(absltest.TestCase):
   """Plots from constructed ledger records with the audit's keys."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 
+from absl.testing import absltest
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from absl.testing import absltest
 
 from mjx_walk.learn import networks
 from mjx_walk.learn import ppo

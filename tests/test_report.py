@@ -10,11 +10,9 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
-import commands
-import configs
-import pictures
 from mjx_walk import config as config_lib
 from mjx_walk import report as report_cli
+from mjx_walk import train as train_lib
 from mjx_walk.analysis import report
 from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos
@@ -22,7 +20,10 @@ from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
-from mjx_walk import train as train_lib
+
+import commands
+import configs
+import pictures
 
 ALWAYS_PLOTTED = ("learning_curve", "latest_eval", "reward_terms", "reset_reasons")
 AUDIT_PLOTS = ("contact_events", "fall_histograms")

@@ -7,9 +7,10 @@ import pathlib
 
 from absl.testing import absltest
 
-import configs
-from mjx_walk.sim import families
 from mjx_walk.run import run_folder
+from mjx_walk.sim import families
+
+import configs
 
 
 class CreateTest(absltest.TestCase):

@@ -19,14 +19,15 @@ from absl.testing import absltest
 import jax
 import numpy as np
 
-import commands
-import configs
 from mjx_walk import train as train_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 from mjx_walk.sim import robots
+
+import commands
+import configs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,9 @@ late, or a stop that still evaluates."""
 
 from absl.testing import absltest
 
-import configs
 from mjx_walk import train
+
+import configs
 
 E, V, S, L = "evaluate", "videos", "save", "last"
 

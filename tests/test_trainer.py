@@ -11,17 +11,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import configs
 from mjx_walk import config as config_lib
-from mjx_walk.sim import env as env_lib
-from mjx_walk.sim import families
-from mjx_walk.run import ledger
+from mjx_walk import train as train_lib
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
-from mjx_walk.run import run_folder
-from mjx_walk import train as train_lib
-from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.learn import records as records_lib
+from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.run import ledger
+from mjx_walk.run import run_folder
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+
+import configs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

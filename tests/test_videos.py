@@ -12,7 +12,6 @@ import chex
 import mujoco
 import numpy as np
 
-import pictures
 from mjx_walk import config as config_lib
 from mjx_walk.analysis import panel
 from mjx_walk.analysis import traces as trace_files
@@ -20,6 +19,8 @@ from mjx_walk.analysis import videos
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 from mjx_walk.sim import robots
+
+import pictures
 
 
 def _robot_pixels(segmentation: np.ndarray, model: mujoco.MjModel) -> int:

@@ -7,7 +7,9 @@ every flag raised.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from typing import Mapping
+from typing import Sequence
 
 import numpy as np
 

@@ -29,7 +29,8 @@ Per stratum:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
 import flax.struct
 import jax
@@ -37,13 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.sim import env as env_lib
-from mjx_walk.sim import families
 from mjx_walk.learn import networks
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
-
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
 
 PANELS = ("heldout",)
 """Panels a checkpoint can be evaluated on: the run's held-out families from its manifest."""

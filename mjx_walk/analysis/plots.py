@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Any, Sequence
+from typing import Any
+from typing import Sequence
 
 from matplotlib.figure import Figure
 import numpy as np

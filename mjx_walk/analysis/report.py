@@ -18,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from typing import Any, Callable, Sequence
+from typing import Any
+from typing import Callable
+from typing import Sequence
 
 from mjx_walk import config as config_lib
 from mjx_walk.analysis import flags as flags_lib

@@ -19,7 +19,8 @@ import functools
 import os
 import pathlib
 import re
-from typing import Any, Mapping
+from typing import Any
+from typing import Mapping
 
 import jax
 import jax.numpy as jnp

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+from typing import Any
+from typing import Sequence
 import warnings
-from typing import Any, Sequence
 
 import imageio.v2 as imageio
 import mujoco

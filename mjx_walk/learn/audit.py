@@ -45,7 +45,8 @@ turns the records into warnings in plain words.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Mapping
+from typing import Sequence
 
 import chex
 import flax.struct

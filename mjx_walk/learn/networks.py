@@ -14,9 +14,10 @@ Nothing here knows about the env; observations arrive already normalised.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Sequence
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import chex

@@ -13,7 +13,9 @@ import datetime
 import importlib.metadata
 import pathlib
 import subprocess
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Mapping
 
 import jax
 import numpy as np

@@ -45,13 +45,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mjx_walk.learn import audit
 from mjx_walk import config as config_lib
-from mjx_walk.sim import env as env_lib
-from mjx_walk.sim import families
+from mjx_walk.learn import audit
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
 
 Metrics = dict[str, jax.Array]
 

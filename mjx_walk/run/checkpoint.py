@@ -40,7 +40,9 @@ import pathlib
 import re
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -48,8 +50,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from mjx_walk import config as config_lib
-from mjx_walk.sim import families
 from mjx_walk.run import run_folder
+from mjx_walk.sim import families
 
 if TYPE_CHECKING:  # the trainer is not imported at run time: `policy.load` reads checkpoints
   from mjx_walk.learn import trainer as trainer_lib

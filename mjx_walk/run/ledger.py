@@ -23,7 +23,8 @@ import json
 import math
 import os
 import pathlib
-from typing import Any, Iterable
+from typing import Any
+from typing import Iterable
 
 import numpy as np
 

@@ -22,13 +22,13 @@ from typing import Any
 import flax.struct
 import jax
 
-from mjx_walk.run import checkpoint
 from mjx_walk import config as config_lib
-from mjx_walk.sim import env as env_lib
-from mjx_walk.sim import families
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
+from mjx_walk.run import checkpoint
 from mjx_walk.run import run_folder
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
 
 
 @flax.struct.dataclass

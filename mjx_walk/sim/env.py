@@ -26,7 +26,8 @@ which the trainer records the early-end traces (`mjx_walk.learn.audit.EpisodeTra
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple
+from typing import Any
+from typing import NamedTuple
 
 import flax.struct
 import jax
@@ -34,10 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.sim._mjx import mjx
 from mjx_walk.sim import families
 from mjx_walk.sim import rewards
 from mjx_walk.sim import robots
+from mjx_walk.sim._mjx import mjx
 
 Observation = dict[str, jax.Array]  # {"policy": [O], "critic": [P]}
 

@@ -34,7 +34,8 @@ import dataclasses
 import hashlib
 import json
 import math
-from typing import Any, Sequence
+from typing import Any
+from typing import Sequence
 
 import flax.struct
 import jax
@@ -42,8 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.sim._mjx import mjx
 from mjx_walk.sim import robots
+from mjx_walk.sim._mjx import mjx
 
 TRAIN_SEED_SPACE = (0, 2**31)
 EVAL_SEED_SPACE = (2**31, 2**32)
