@@ -4,8 +4,8 @@
   python experiments/bench_vs_brax.py --num_envs=512 --unroll_length=24 \
       --num_minibatches=4 --num_epochs=5 --repeats=5
 
-Both trainers learn on the same `mjx_walk.env.LocomotionEnv`: the same families (env i in
-training family i % F, drawn by `families.make_manifest` as `mjx_walk.trainer` does), the same
+Both trainers learn on the same `mjx_walk.sim.env.LocomotionEnv`: the same families (env i in
+training family i % F, drawn by `families.make_manifest` as `mjx_walk.learn.trainer` does), the same
 observations (Brax's policy reads the policy obs, its value net the privileged critic obs), the
 same network sizes and activation, a Gaussian policy with a learned state-independent log std,
 the same PPO hyperparameters (adaptive-KL learning rate included), and the same geometry: N envs,
@@ -21,7 +21,7 @@ obs {"state": policy obs, "privileged_state": critic obs}, `done` = terminated |
 (`bootstrap_on_timeout=False`, its default) where ours bootstraps them from the final obs.
 
 The work per update is alike, not identical. Ours evaluates V(obs) and V(final obs) at every
-rollout step and runs its batch audits (`mjx_walk.audit`) on every update; Brax's rollout runs
+rollout step and runs its batch audits (`mjx_walk.learn.audit`) on every update; Brax's rollout runs
 the policy only, and its loss evaluates the values and recomputes GAE on each minibatch of whole
 per-env unrolls (ours shuffles single samples after one GAE pass).
 
@@ -135,7 +135,7 @@ class BraxEnv(brax_base.Env):
   """Our `LocomotionEnv` behind Brax's `Env` interface, batched over a leading env axis.
 
   `reset(rng)` takes keys [n, 2] and resets n envs, env i in training family i % F of
-  `train_params`, with episode clocks staggered as `mjx_walk.trainer` does; `step` steps all of
+  `train_params`, with episode clocks staggered as `mjx_walk.learn.trainer` does; `step` steps all of
   them, our env auto-resetting finished ones in place.
   """
 

@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.checkpoint, resuming through mjx_walk.train, and mjx_walk.policy.
+"""Tests for mjx_walk.run.checkpoint, resuming through mjx_walk.train, and mjx_walk.run.policy.
 
 Exact equality throughout: a restored checkpoint is the saved state bit for bit, and a run of
 2 chunks resumed for 2 more equals a straight run of 4 in parameters, optimizer state, env state

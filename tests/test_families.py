@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.families: the run manifest, and what a family's draw does to the physics.
+"""Tests for mjx_walk.sim.families: the run manifest, and what a family's draw does to the physics.
 
 Manifest: a pure function of the config (run seed -> training families, panel seed -> evaluation
 panel), training and evaluation seeds disjoint (leakage refused, also from an edited

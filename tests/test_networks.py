@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.networks: shapes, the Gaussian's formulas, init, separate parameter trees."""
+"""Tests for mjx_walk.learn.networks: shapes, the Gaussian's formulas, init, separate parameter trees."""
 
 from __future__ import annotations
 

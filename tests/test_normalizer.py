@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.normalizer: running mean/var equal numpy's over the concatenation."""
+"""Tests for mjx_walk.learn.normalizer: running mean/var equal numpy's over the concatenation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.ppo: the GAE contract, the clipped loss, and the learning-rate plumbing."""
+"""Tests for mjx_walk.learn.ppo: the GAE contract, the clipped loss, and the learning-rate plumbing."""
 
 from __future__ import annotations
 

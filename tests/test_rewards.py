@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.rewards: each term's value on hand-computed inputs, jitted and not."""
+"""Tests for mjx_walk.sim.rewards: each term's value on hand-computed inputs, jitted and not."""
 
 from absl.testing import absltest
 import chex

@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.robots: the Go2 model's specifications, name resolution and load errors."""
+"""Tests for mjx_walk.sim.robots: the Go2 model's specifications, name resolution and load errors."""
 
 import dataclasses
 import pathlib

@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.run_folder: a new run never takes a folder that holds anything, the default
+"""Tests for mjx_walk.run.run_folder: a new run never takes a folder that holds anything, the default
 folder never collides, and nothing saved is replaced."""
 
 import json

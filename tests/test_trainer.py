@@ -1,4 +1,4 @@
-"""Tests for mjx_walk.trainer and the mjx_walk.train CLI on a tiny config."""
+"""Tests for mjx_walk.learn.trainer and the mjx_walk.train CLI on a tiny config."""
 
 import json
 import pathlib
