@@ -135,8 +135,8 @@ class BraxEnv(brax_base.Env):
   """Our `LocomotionEnv` behind Brax's `Env` interface, batched over a leading env axis.
 
   `reset(rng)` takes keys [n, 2] and resets n envs, env i in training family i % F of
-  `train_params`, with episode clocks staggered as `mjx_walk.learn.trainer` does; `step` steps all of
-  them, our env auto-resetting finished ones in place.
+  `train_params`, with episode clocks staggered as `mjx_walk.learn.trainer` does; `step` steps
+  all of them, our env auto-resetting finished ones in place.
   """
 
   def __init__(self, env: env_lib.LocomotionEnv, train_params: families.FamilyParams):

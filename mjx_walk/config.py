@@ -63,7 +63,8 @@ class EnvConfig:
   terminate_on_body_contact: bool = True
   """End the episode as `body_contact` when the trunk or a thigh touches the ground."""
   terminate_on_joint_limit: bool = False
-  """End the episode as `joint_limit` when a joint comes within `joint_limit_margin` of its range."""
+  """End the episode as `joint_limit` when a joint comes within `joint_limit_margin` of its
+  range."""
   joint_limit_margin: float = 0.02
   """Distance to a joint's range end, rad, that counts as hitting the limit."""
   gait_hz: float = 2.0
@@ -642,7 +643,8 @@ def _validate_panel(config: TrainConfig) -> None:
   for name in ("families_per_stratum", "envs_per_family"):
     _check_positive_int(f"panel.{name}", getattr(panel, name))
   if not isinstance(panel.every_chunks, int) or panel.every_chunks < 0:
-    _fail("panel.every_chunks", panel.every_chunks, "it must be an integer >= 0 (0: at the end only)")
+    _fail("panel.every_chunks", panel.every_chunks,
+          "it must be an integer >= 0 (0: at the end only)")
   for name in ("episode_seconds", "push_force", "push_seconds", "success_lin_vel_error",
                "success_yaw_rate_error"):
     _check_positive(f"panel.{name}", getattr(panel, name))

@@ -68,7 +68,8 @@ _RESUME = flags.DEFINE_string(
 def format_progress(env_steps: int, total: int, sps: float, record: dict[str, float]) -> str:
   """One progress line: steps, speed, episode return and length, and why episodes ended."""
   reasons = " ".join(
-      f"{key.split('/')[1]}={record[key]:.0%}" for key in sorted(record) if key.startswith("reset/"))
+      f"{key.split('/')[1]}={record[key]:.0%}" for key in sorted(record)
+      if key.startswith("reset/"))
   # Before the first episode ends there is no return to show yet.
   ret = f"{record['episode/return']:8.2f}" if record["episode/count"] else f"{'-':>8}"
   length = f"{record['episode/length']:6.1f}" if record["episode/count"] else f"{'-':>6}"

@@ -114,8 +114,8 @@ def replay_trace(env: env_lib.LocomotionEnv, family_params: families.FamilyParam
     env: an env built from the run's config.
     family_params: the trace's family draw, one family without a leading axis (e.g. row
       `trace["family"]` of `manifest.train_params()`).
-    trace: a dict as written by `write_early_ends` (`load_early_end`): qpos, qvel, action, length and
-      first_step.
+    trace: a dict as written by `write_early_ends` (`load_early_end`): qpos, qvel, action,
+      length and first_step.
 
   Returns:
     float32 [length + 1, nq]: the replayed qpos, row 0 the recorded first state; compare with

@@ -140,8 +140,10 @@ def summarize(metrics: Mapping[str, np.ndarray]) -> dict[str, Any]:
     record["audit/early_end_share"] = (
         float(np.sum(metrics["audit/early_ends"]) / count) if count else float("nan"))
   record["episode/count"] = count
-  record["episode/return"] = float(np.sum(metrics["episode/return_sum"]) / count) if count else float("nan")
-  record["episode/length"] = float(np.sum(metrics["episode/length_sum"]) / count) if count else float("nan")
+  for name in ("return", "length"):
+    # The float32 sum divided in float32 (a Python float divisor stays weak), as always.
+    total = np.sum(metrics[f"episode/{name}_sum"])
+    record[f"episode/{name}"] = float(total / count) if count else float("nan")
   for key, value in metrics.items():
     if key.startswith("reset/"):
       record[key] = float(np.sum(value) / count) if count else 0.0

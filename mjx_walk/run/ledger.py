@@ -186,7 +186,8 @@ def _format_learning_rate(schedule: dict[str, float] | None) -> str:
 def format_recipe(recipe_record: dict[str, Any]) -> str:
   """A few lines: batch geometry, policy lag, families, devices, commit and hashes."""
   r = recipe_record
-  packages = ", ".join(f"{name} {r['packages'].get(name)}" for name in ("jax", "mujoco-mjx", "flax"))
+  packages = ", ".join(f"{name} {r['packages'].get(name)}"
+                       for name in ("jax", "mujoco-mjx", "flax"))
   commit = (r["git_commit"] or "unknown")[:12] + (" (dirty)" if r["git_dirty"] else "")
   return "\n".join([
       f"geometry   {r['num_envs']} envs x {r['unroll_length']} steps = "
