@@ -53,6 +53,8 @@ FINITE = ("tests/test_config.py::ValidateTest",)
 SCHEDULE = ("tests/test_train_schedule.py",)
 LAYERS = ("tests/test_layers.py",)
 CONFIG = ("tests/test_config.py",)
+PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
+               "signals_restores_and_resumes_bit_for_bit",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +163,12 @@ MUTANTS = (
            "  _validate_commands(\"panel\", panel)\n", "", CONFIG),
     Mutant("dotted_path_sets_the_top_level", "mjx_walk/config.py",
            "    section = getattr(section, part)\n", "", CONFIG),
+    # A checkpoint from before the typed signals read with two of its leaves swapped.
+    Mutant("pre_signals_leaves_swapped", "mjx_walk/run/checkpoint.py",
+           "    \"metrics_audit_contact\": \"signals_contact\",\n"
+           "    \"metrics_audit_last_contact\": \"signals_last_contact\",\n",
+           "    \"metrics_audit_contact\": \"signals_last_contact\",\n"
+           "    \"metrics_audit_last_contact\": \"signals_contact\",\n", PRE_SIGNALS),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

@@ -29,6 +29,7 @@ from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
+from mjx_walk.run import run_folder
 from mjx_walk.sim import families
 
 import configs
@@ -246,6 +247,34 @@ class ResumeTest(absltest.TestCase):
     self.assertEqual(_without_wall_clock(records_a), _without_wall_clock(records_b))
     self.assertEqual([r["update"] for r in records_a if r["kind"] == "update"],
                      list(range(1, 9)))
+
+  def test_a_run_saved_before_the_typed_env_signals_restores_and_resumes_bit_for_bit(self):
+    # tests/data/pre_signals_run: 2 chunks of the tiny config, saved at update 4 by the code
+    # before the env reported its audit signals as a typed struct (they were float32 metrics).
+    # Restored by today's code it must equal today's code's own checkpoint at update 4, leaf by
+    # leaf (a renamed leaf read onto the wrong one differs there); resumed for 2 more chunks it
+    # must equal 4 straight chunks, ledger included.
+    root = pathlib.Path(self.create_tempdir().full_path)
+    old, straight = root / "old", root / "straight"
+    shutil.copytree(pathlib.Path(__file__).parent / "data" / "pre_signals_run", old)
+    saved = run_folder.RunFolder.open(old).read_config()
+    self.assertEqual(checkpoint.steps(old), [4])
+    longer = config_lib.from_dict(saved.to_dict())
+    longer.total_env_steps *= 2
+    keep_all = config_lib.from_dict(longer.to_dict())
+    keep_all.checkpoint.max_to_keep = 3  # steps 4, 6 and 8
+    train_lib.run(keep_all, straight)
+    trainer = trainer_lib.make_trainer(longer)
+    abstract = jax.eval_shape(trainer.init, jax.random.key(0))
+    restore = lambda run_dir, step=None: checkpoint.restore(
+        run_dir, abstract, longer, trainer.manifest, step=step)
+    chex.assert_trees_all_equal(_host(restore(old).carry), _host(restore(straight, 4).carry))
+    train_lib.run(longer, old, resume=True)
+    a, b = restore(old), restore(straight)
+    self.assertEqual((a.step, b.step), (8, 8))
+    chex.assert_trees_all_equal(_host(a.carry), _host(b.carry))
+    self.assertEqual(_without_wall_clock(ledger.read_run(old)),
+                     _without_wall_clock(ledger.read_run(straight)))
 
   def test_incompatible_config_is_refused_naming_fields(self):
     run_dir = pathlib.Path(self.create_tempdir().full_path)

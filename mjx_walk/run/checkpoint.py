@@ -408,19 +408,85 @@ def _listed(problems: list[str], limit: int = 6) -> str:
   return "".join(f"\n    {line}" for line in shown)
 
 
+# Checkpoints written before the env reported its audit signals as a typed struct hold them, in
+# the "env" item, as float32 leaves of the env's metrics. Each maps to exactly one leaf of the
+# current state, with the same shape and values (booleans stored as 0.0 and 1.0).
+_PRE_SIGNALS_ENV_LEAVES = {
+    "metrics_audit_trunk_height": "signals_trunk_height",
+    "metrics_audit_trunk_tilt": "signals_trunk_tilt",
+    "metrics_audit_contact": "signals_contact",
+    "metrics_audit_last_contact": "signals_last_contact",
+    "metrics_audit_foot_speed": "signals_foot_speed",
+    "metrics_audit_air_time": "signals_air_time",
+    "metrics_audit_body_contact": "signals_body_contact",
+    "metrics_audit_early_end": "trace_early_end",
+}
+
+
+def _renamed_leaves(item: str, recorded: dict[str, Any], abstract: Any) -> dict[str, str]:
+  """{saved name: current name} for an "env" item saved before the typed signals, else {}."""
+  if item != "env" or not set(_PRE_SIGNALS_ENV_LEAVES) <= set(recorded):
+    return {}
+  expected = _stored_leaves(abstract)
+  if not set(_PRE_SIGNALS_ENV_LEAVES.values()) <= set(expected):
+    return {}
+  return dict(_PRE_SIGNALS_ENV_LEAVES)
+
+
+def _as_current(recorded: dict[str, Any], renamed: dict[str, str],
+                abstract: Any) -> dict[str, Any]:
+  """The recorded layout under the current names; a renamed float32 leaf of 0/1 values that is
+  a bool now is recorded with the current dtype (its values are checked after reading)."""
+  expected = _stored_leaves(abstract)
+  current = {}
+  for name, entry in recorded.items():
+    new = renamed.get(name, name)
+    if name in renamed and entry["dtype"] == "float32" and new in expected:
+      entry = dict(entry, dtype=str(_stored_spec(expected[new]).dtype))
+    current[new] = entry
+  return current
+
+
+def _read_renamed(stored: dict[str, Any], renamed: dict[str, str],
+                  abstract: Any) -> dict[str, Any]:
+  """Stored leaves under the current names and dtypes; a bool must have been stored as 0 or 1."""
+  expected = _stored_leaves(abstract)
+  current = {}
+  for name, value in stored.items():
+    new = renamed.get(name, name)
+    value = np.asarray(value)
+    dtype = _stored_spec(expected[new]).dtype
+    if name in renamed and value.dtype != dtype:
+      if dtype == np.bool_ and not np.isin(value, (0.0, 1.0)).all():
+        raise _Unusable(f"{name}: saved values other than 0 and 1 cannot be read as {new}")
+      value = value.astype(dtype)
+    current[new] = value
+  return current
+
+
 def _verified_item(run_dir, step, item, abstract, contents) -> Any:
-  """Restores one array item after checking its layout, and checks every leaf's checksum."""
+  """Restores one array item after checking its layout, and checks every leaf's checksum.
+
+  An "env" item saved before the typed audit signals is read under its saved names, checked
+  against its saved checksums, then renamed (`_PRE_SIGNALS_ENV_LEAVES`).
+  """
   recorded = contents["items"].get(item)
   if recorded is None:
     raise _Unusable(f"it records no contents for {item}")
-  problems = _check_layout(item, recorded, abstract)
+  renamed = _renamed_leaves(item, recorded, abstract)
+  problems = _check_layout(item, _as_current(recorded, renamed, abstract), abstract)
   if problems:
     raise _Unusable(f"its arrays do not fit this config's state:{_listed(problems)}")
-  stored = _restore_items(run_dir, step, {item: _restore_args(abstract)})[item]
+  targets = _restore_args(abstract).item
+  by_current = {new: old for old, new in renamed.items()}
+  targets = {by_current.get(name, name): (
+      np.zeros(recorded[by_current[name]]["shape"], recorded[by_current[name]]["dtype"])
+      if name in by_current else target) for name, target in targets.items()}
+  stored = _restore_items(run_dir, step, {item: ocp.args.StandardRestore(targets)})[item]
   problems = _check_sums(item, recorded, stored)
   if problems:
     raise _Unusable(f"corrupted:{_listed(problems)}")
-  return _from_storable(stored, abstract)
+  return _from_storable(_read_renamed(stored, renamed, abstract), abstract)
 
 
 def _verified(run_dir, step, abstract_carry, config, manifest) -> Restored:
