@@ -9,7 +9,7 @@ A chunk is one jitted function `Carry -> (Carry, Metrics)`:
 
 Nothing inside a chunk returns to the host. The carry is donated, so the env state and the
 optimizer state are updated in place. The host loop (`mjx_walk.train`) moves the stacked metrics
-off the device once per chunk and reduces them with `summarize`.
+off the device once per chunk, and `mjx_walk.learn.records` reduces them to ledger records.
 
 Every update also runs the batch audits of `mjx_walk.learn.audit` on its [T, N] rollout (reset
 reasons per family, fall heights and tilts, contact events, reward shares, reset synchrony,
