@@ -245,7 +245,7 @@ class ResumeTest(absltest.TestCase):
     self.assertEqual(records_a[[r["kind"] for r in records_a].index("recipe", 1)]
                      ["resumed_from_update"], 4)
     self.assertEqual(_without_wall_clock(records_a), _without_wall_clock(records_b))
-    self.assertEqual([r["update"] for r in records_a if r["kind"] == "update"],
+    self.assertEqual([r["update"] for r in ledger.of_kind(records_a, "update")],
                      list(range(1, 9)))
 
   def test_a_run_saved_before_the_typed_env_signals_restores_and_resumes_bit_for_bit(self):
@@ -381,13 +381,13 @@ class InterruptionTest(absltest.TestCase):
     self.assertIn(f"resume with: python -m mjx_walk.train --resume={run_dir}", output)
     saved = checkpoint.steps(run_dir)
     self.assertLen(saved, 1)
-    updates = [r for r in ledger.read_run(run_dir) if r["kind"] == "update"]
+    updates = ledger.of_kind(ledger.read_run(run_dir), "update")
     self.assertEqual(updates[-1]["update"], saved[0])  # the ledger stops where the checkpoint is
 
     # The resumed run continues from the checkpoint for one more chunk.
     cfg.total_env_steps = (saved[0] // cfg.updates_per_chunk + 1) * cfg.env_steps_per_chunk
     train_lib.run(cfg, run_dir, resume=True)
-    updates = [r for r in ledger.read_run(run_dir) if r["kind"] == "update"]
+    updates = ledger.of_kind(ledger.read_run(run_dir), "update")
     self.assertEqual([r["update"] for r in updates], list(range(1, saved[0] + 3)))
 
 

@@ -20,7 +20,7 @@ _GAMMA, _LAMBDA = 0.99, 0.95
 def _reference_gae(
     rewards, values, bootstrap, terminated, truncated, truncation_values, gamma, lam
 ):
-  """Plain per-env reverse loop in float64, written from the DESIGN contract."""
+  """Plain per-env reverse loop in float64, written from the GAE contract (docs/architecture.md)."""
   num_steps, num_envs = rewards.shape
   advantages = np.zeros((num_steps, num_envs))
   for n in range(num_envs):
@@ -44,8 +44,8 @@ def _reference_gae(
 class GaeTest(chex.TestCase):
 
   @chex.variants(with_jit=True, without_jit=True)
-  def test_design_hand_computed_case(self):
-    # DESIGN.md section 3: gamma 0.99, lambda 0.95, two envs (columns A, B),
+  def test_architecture_hand_computed_case(self):
+    # docs/architecture.md, Invariants: gamma 0.99, lambda 0.95, two envs (columns A, B),
     # three steps, rewards 1, V = [5, 4, 3], bootstrap 2; B terminates on step 3.
     rewards = jnp.ones((3, 2))  # [T, N]
     values = jnp.array([[5.0, 5.0], [4.0, 4.0], [3.0, 3.0]])  # [T, N]
@@ -57,7 +57,7 @@ class GaeTest(chex.TestCase):
     )
     # Env A, step 3: delta_3 = 1 + 0.99 * 2 - 3 = -0.02 = A_3 (nothing after it).
     # Env A, step 2: delta_2 = 1 + 0.99 * 3 - 4 = -0.03;
-    #   A_2 = -0.03 + 0.99 * 0.95 * (-0.02) = -0.03 - 0.01881 = -0.04881 (DESIGN: -0.049).
+    #   A_2 = -0.03 + 0.99 * 0.95 * (-0.02) = -0.03 - 0.01881 = -0.04881 (documented: -0.049).
     # Env A, step 1: delta_1 = 1 + 0.99 * 4 - 5 = -0.04;
     #   A_1 = -0.04 + 0.9405 * (-0.04881) = -0.085905805.
     # Env B, step 3 terminates: delta_3 = 1 + 0 - 3 = -2.0 = A_3 (bootstrap 2 ignored).

@@ -362,7 +362,7 @@ class TrainCliTest(absltest.TestCase):
     num_updates = cfg.num_chunks * cfg.updates_per_chunk
     self.assertEqual(kinds, ["recipe"] + ["update"] * 2 + ["eval"] + ["update"] * 2 + ["eval"])
     self.assertEqual(records[0]["manifest_hash"], manifest.hash)
-    updates = [r for r in records if r["kind"] == "update"]
+    updates = ledger.of_kind(records, "update")
     self.assertEqual([r["update"] for r in updates], list(range(1, num_updates + 1)))
     self.assertEqual(updates[-1]["env_steps"], cfg.num_chunks * cfg.env_steps_per_chunk)
     for key in ("perf/sps", "episode/return", "episode/length", "reset/fall", "reward/pose",
@@ -382,7 +382,7 @@ class TrainCliTest(absltest.TestCase):
       self.assertLen(record["audit/fall_height_counts"], 18)
       self.assertLen(record["audit/fall_tilt_counts"], 18)
       self.assertFalse(any(key.startswith("trace/") for key in record))
-    evals = [r for r in records if r["kind"] == "eval"]
+    evals = ledger.of_kind(records, "eval")
     self.assertEqual([r["update"] for r in evals], [2, 4])
     self.assertEqual(evals[-1]["panel_hash"], manifest.panel_hash)
     self.assertEqual(sorted(evals[-1]["strata"]), sorted(cfg.panel.strata))
