@@ -281,6 +281,7 @@ class PickTracesTest(chex.TestCase):
 
 
 @functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def _quiet_env() -> env_lib.LocomotionEnv:
   """No reset perturbation, no observation noise: starts exactly in the standing pose."""
   cfg = config_lib.default()
@@ -290,16 +291,22 @@ def _quiet_env() -> env_lib.LocomotionEnv:
   return env_lib.LocomotionEnv(cfg)
 
 
+@functools.lru_cache(maxsize=None)
+def _jitted(env: env_lib.LocomotionEnv):
+  """Batched reset, step_with_final, record_step and start_trace, compiled once per shape and
+  shared by the tests."""
+  return (jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step_with_final)),
+          jax.jit(jax.vmap(audit.record_step)),
+          jax.jit(jax.vmap(audit.start_trace, in_axes=(0, None)), static_argnums=1))
+
+
 class RecordStepTest(absltest.TestCase):
 
   def test_trace_records_the_episode_and_outlives_its_end(self):
     env = _quiet_env()
     num_envs = 4
     manifest = families.make_manifest(env.config)
-    reset = jax.jit(jax.vmap(env.reset))
-    step = jax.jit(jax.vmap(env.step_with_final))
-    record = jax.jit(jax.vmap(audit.record_step))
-    start = jax.jit(jax.vmap(audit.start_trace, in_axes=(0, None)), static_argnums=1)
+    reset, step, record, start = _jitted(env)
     state = reset(jax.random.split(jax.random.key(0), num_envs),
                   families.for_envs(manifest.train_params(), num_envs))
     # Traces of 10 steps (the default audit.early_end_steps) and of 3 steps, side by side.
@@ -350,18 +357,20 @@ class RecordStepTest(absltest.TestCase):
 
   def test_first_step_follows_a_late_started_clock(self):
     env = _quiet_env()
+    num_envs = 4  # the shapes of the test above: its compiled functions serve this one
+    reset, step, record, start = _jitted(env)
     manifest = families.make_manifest(env.config)
-    state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 2),
-                                families.for_envs(manifest.train_params(), 2))
-    # The trainer staggers the first episodes: env 1's clock starts at 7.
-    state = state.replace(task=state.task.replace(step=jnp.array([0, 7], jnp.int32)))
-    trace = jax.vmap(audit.start_trace, in_axes=(0, None))(state, 10)
+    state = reset(jax.random.split(jax.random.key(0), num_envs),
+                  families.for_envs(manifest.train_params(), num_envs))
+    # The trainer staggers the first episodes: env 1's clock starts at 7, env 3's at 2.
+    state = state.replace(task=state.task.replace(step=jnp.array([0, 7, 0, 2], jnp.int32)))
+    trace = start(state, 10)
     for _ in range(2):
-      nxt, final = jax.vmap(env.step_with_final)(state, jnp.zeros((2, env.action_size)))
-      trace, state = jax.vmap(audit.record_step)(trace, state, final), nxt
+      nxt, final = step(state, jnp.zeros((num_envs, env.action_size)))
+      trace, state = record(trace, state, final), nxt
     np.testing.assert_array_equal(trace.length, 2)
-    np.testing.assert_array_equal(trace.first_step, [0, 7])
-    np.testing.assert_array_equal(state.task.step, [2, 9])
+    np.testing.assert_array_equal(trace.first_step, [0, 7, 0, 2])
+    np.testing.assert_array_equal(state.task.step, [2, 9, 2, 4])
 
 
 if __name__ == "__main__":
