@@ -227,7 +227,9 @@ class CollectTest(chex.TestCase):
     and gets each true final frame by taking the same step again with the episode clock turned
     back, so that the time limit does not fire and nothing resets.
     """
-    cfg = tiny_config()  # 5-step episodes, 6-step rollouts, staggered clocks: many timeouts
+    # 5-step episodes, 6-step rollouts, staggered clocks: many timeouts. (Early ends within 3
+    # steps, as in the trace test below, so that both run one compiled rollout.)
+    cfg = tiny_config(audit__early_end_steps=3)
     trainer = trainer_lib.make_trainer(cfg)
     carry = trainer.init(jax.random.key(3))
     # Besides the time limit, only the command schedule and the pushes read the episode clock; a
