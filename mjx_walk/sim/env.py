@@ -36,6 +36,7 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk.sim import families
+from mjx_walk.sim import observations
 from mjx_walk.sim import rewards
 from mjx_walk.sim import robots
 from mjx_walk.sim._mjx import mjx
@@ -66,10 +67,6 @@ REASON_NAMES: tuple[str, ...] = tuple(r.label for r in ENDINGS)
 TERMINATION_NAMES: tuple[str, ...] = tuple(
     r.label for r in ENDINGS if r != ResetReason.TIMEOUT)
 """The endings that are terminations (no bootstrap): every one but the time limit."""
-
-TROT_OFFSETS = {"FR": 0.0, "RL": 0.0, "FL": 0.5, "RR": 0.5}
-"""Phase offset of each foot on the gait clock: the diagonal pairs swing half a cycle apart."""
-
 
 @flax.struct.dataclass
 class TaskState:
@@ -177,15 +174,10 @@ class EnvState:
   `episode/return`, `episode/length` of the episode that ended on it (0 otherwise)."""
 
 
-def _rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
-  """Rotates a world-frame vector into the frame of the unit quaternion (w, x, y, z)."""
-  w, xyz = quat[0], -quat[1:]
-  t = 2.0 * jnp.cross(xyz, vec)
-  return vec + w * t + jnp.cross(xyz, t)
-
-
-def _uniform_noise(key: jax.Array, x: jax.Array, level: float) -> jax.Array:
-  return x + level * jax.random.uniform(key, x.shape, minval=-1.0, maxval=1.0)
+def tracking_errors(lin_vel: jax.Array, ang_vel: jax.Array, command: jax.Array) -> jax.Array:
+  """float32 [2]: (|v_xy - command_xy| m/s, |yaw rate - command yaw rate| rad/s), from the trunk
+  frame's linear and angular velocity [3] and the command [3] the step was taken under."""
+  return jnp.stack([jnp.linalg.norm(lin_vel[:2] - command[:2]), jnp.abs(ang_vel[2] - command[2])])
 
 
 def _tree_where(cond: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -225,8 +217,11 @@ class LocomotionEnv:
     self._foot_geoms = jnp.asarray(self.robot.foot_geom_ids)  # [F]
     self._foot_radius = jnp.asarray(mj_model.geom_size[self.robot.foot_geom_ids, 0], jnp.float32)
     self._body_contact_geoms = jnp.asarray(self.robot.body_contact_geom_ids)  # [K]
-    self._gait_offsets = jnp.asarray([TROT_OFFSETS[name] for name in self.foot_names],
-                                     jnp.float32)  # [F]
+    self._gait_offsets = jnp.asarray(
+        [observations.TROT_OFFSETS[name] for name in self.foot_names], jnp.float32)  # [F]
+    self.policy_layout = observations.policy_layout(config.env, self.action_size,
+                                                    self.foot_names)
+    """The policy observation's blocks (`mjx_walk.sim.observations`)."""
     self._reward_scales = {
         name: scale for name, scale in config.reward.scales().items() if scale != 0.0
     }
@@ -256,12 +251,12 @@ class LocomotionEnv:
 
   # COMMANDS AND PUSHES
 
-  def _command(self, family: families.FamilyParams, step: jax.Array) -> jax.Array:
+  def command(self, family: families.FamilyParams, step: jax.Array) -> jax.Array:
     """The family's scheduled command at control step `step` of the episode. [3]"""
     started = family.command_times <= step * self.dt  # [K]; the first entry starts at 0
     return family.commands[jnp.sum(started) - 1]
 
-  def _push_force(self, family: families.FamilyParams, step: jax.Array) -> jax.Array:
+  def push_force(self, family: families.FamilyParams, step: jax.Array) -> jax.Array:
     """World-frame force on the trunk during control step `step`, N. [3]
 
     Push times and durations are rounded to whole control steps, so a push of F newtons for
@@ -291,7 +286,7 @@ class LocomotionEnv:
     foot_height = self._foot_height(data)
     step = jnp.zeros((), jnp.int32)
     task = TaskState(
-        command=self._command(family, step),
+        command=self.command(family, step),
         last_action=jnp.zeros(self.action_size),
         action_history=jnp.zeros((self.max_action_delay + 1, self.action_size)),
         feet_air_time=jnp.zeros(self.num_feet),
@@ -373,52 +368,35 @@ class LocomotionEnv:
 
   def _floor_normal(self, data: mjx.Data) -> jax.Array:
     """The floor normal (world +z) in the trunk frame. [3]"""
-    return _rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))
+    return observations.rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))
 
   def _foot_height(self, data: mjx.Data) -> jax.Array:
     """Lowest point of each foot sphere above the floor plane z = 0, m. [F]"""
     return data.geom_xpos[self._foot_geoms, 2] - self._foot_radius
 
+  def readings(self, data: mjx.Data, family: families.FamilyParams) -> observations.Readings:
+    """What the robot measures in this physics state. The direction of gravity is the
+    family's (tilted on a slope), as an IMU would measure it."""
+    down = family.gravity / jnp.maximum(jnp.linalg.norm(family.gravity), 1e-6)  # [3]
+    return observations.Readings(
+        quat=data.qpos[3:7], lin_vel=data.qvel[0:3], ang_vel=data.qvel[3:6], down=down,
+        joint_pos=data.qpos[self._qpos_adr], joint_vel=data.qvel[self._qvel_adr])
+
   def _trunk_frame(self, data: mjx.Data, family: families.FamilyParams
                    ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Trunk linear velocity, angular velocity and gravity direction, all in the trunk frame.
-
-    The gravity direction is the family's (tilted on a slope), as an IMU would measure it.
-    """
-    quat = data.qpos[3:7]
-    lin_vel = _rotate_inverse(quat, data.qvel[0:3])  # [3] free-joint linear vel is world frame
-    ang_vel = data.qvel[3:6]  # [3] free-joint angular vel is already in the body frame
-    down = family.gravity / jnp.maximum(jnp.linalg.norm(family.gravity), 1e-6)  # [3]
-    gravity = _rotate_inverse(quat, down)  # [3]
-    return lin_vel, ang_vel, gravity
+    """Trunk linear velocity, angular velocity and gravity direction, all in the trunk frame."""
+    return observations.trunk_frame(self.readings(data, family))
 
   def _observe(self, data: mjx.Data, task: TaskState, family: families.FamilyParams,
                key: jax.Array) -> Observation:
     """Builds the noisy policy observation and the noise-free privileged critic observation."""
     env = self.env_config
-    lin_vel, ang_vel, gravity = self._trunk_frame(data, family)
-    joint_pos = data.qpos[self._qpos_adr] - self._default_pose  # [A]
-    joint_vel = data.qvel[self._qvel_adr]  # [A]
-    clean = [
-        lin_vel,  # 3 trunk linear velocity (a state estimator's output on the real robot)
-        ang_vel,  # 3 trunk angular velocity
-        gravity,  # 3 projected gravity
-        task.command,  # 3 command
-        joint_pos,  # A joint positions relative to the standing pose
-        joint_vel,  # A joint velocities
-        task.last_action,  # A previous action
-    ]
-    levels = [env.noise_lin_vel, env.noise_gyro, env.noise_gravity, 0.0, env.noise_joint_pos,
-              env.noise_joint_vel, 0.0]
-    if env.gait_hz:
-      angle = 2.0 * jnp.pi * task.gait_phase
-      clean.append(jnp.stack([jnp.sin(angle), jnp.cos(angle)]))  # 2 gait clock
-      levels.append(0.0)
-    keys = jax.random.split(key, len(clean))
-    noisy = [
-        _uniform_noise(k, x, env.obs_noise_scale * level) if level else x
-        for k, x, level in zip(keys, clean, levels)
-    ]
+    layout = self.policy_layout
+    clean = observations.policy_blocks(
+        layout, self.readings(data, family),
+        observations.TaskInputs(task.command, task.last_action, task.gait_phase),
+        self._default_pose)
+    noisy = observations.add_noise(layout, env, clean, key)
     foot_height = self._foot_height(data)  # [F]
     critic = clean + [
         (foot_height < env.foot_contact_distance).astype(jnp.float32),  # F foot contacts
@@ -484,6 +462,23 @@ class LocomotionEnv:
     )
     return self._auto_reset(final, k_reset), final
 
+  def actuate(self, family: families.FamilyParams, action_history: jax.Array,
+              action: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The actuator delay and the PD targets of one control step.
+
+    Args:
+      family: the env's family draw (its `action_delay`).
+      action_history: float32 [D+1, A], the latest clipped actions, newest first.
+      action: float32 [A], this step's clipped policy action.
+
+    Returns:
+      (history with `action` first [D+1, A], joint position targets [A] the actuators receive:
+      the standing pose plus `action_scale` times the delayed action).
+    """
+    history = jnp.concatenate([action[None], action_history[:-1]])  # [D+1, A]
+    delayed = history[family.action_delay]  # [A] what the actuators receive this step
+    return history, self._default_pose + self.robot.spec.action_scale * delayed
+
   def _physics(self, state: EnvState, action: jax.Array
                ) -> tuple[mjx.Data, jax.Array, jax.Array]:
     """PHYSICS: the actuator delay, the PD targets, the family's push and `substeps` MJX steps.
@@ -500,15 +495,13 @@ class LocomotionEnv:
       reset as `nonfinite`).
     """
     family = state.family
-    history = jnp.concatenate([action[None], state.task.action_history[:-1]])  # [D+1, A]
-    delayed = history[family.action_delay]  # [A] what the actuators receive this step
-    targets = self._default_pose + self.robot.spec.action_scale * delayed  # [A]
+    history, targets = self.actuate(family, state.task.action_history, action)
     model = families.apply_to_model(self.model, self.robot, family)
 
     def physics_step(_, data):
       return mjx.step(model, data)
 
-    push = self._push_force(family, state.task.step)  # [3]
+    push = self.push_force(family, state.task.step)  # [3]
     xfrc = state.data.xfrc_applied.at[self.robot.trunk_body_id, 0:3].set(push)  # [nbody, 6]
     data = state.data.replace(ctrl=targets, xfrc_applied=xfrc)
     data = jax.lax.fori_loop(0, self.substeps, physics_step, data)
@@ -522,24 +515,38 @@ class LocomotionEnv:
     return data, history, finite
 
   def _reset_reason(self, state: EnvState, data: mjx.Data, finite: jax.Array) -> jax.Array:
-    """TERMINATIONS: why the step ended the episode. int32 [], a `ResetReason` (NONE if not).
+    """TERMINATIONS: why the step ended the episode. int32 [], a `ResetReason` (NONE if not)."""
+    return self.end_reason(trunk_height=data.qpos[2], floor_normal=self._floor_normal(data),
+                           joint_pos=data.qpos[self._qpos_adr],
+                           body_contact=self._body_touches_floor(data, finite), finite=finite,
+                           step=state.task.step)
+
+  def end_reason(self, trunk_height: jax.Array, floor_normal: jax.Array, joint_pos: jax.Array,
+                 body_contact: jax.Array, finite: jax.Array, step: jax.Array) -> jax.Array:
+    """The termination rules: why a step ends the episode. int32 [], a `ResetReason`.
 
     The first matching reason wins, so a diverged state is reported as `nonfinite` even if it
     also "fell". Height and tilt are measured from the floor, whatever the direction of gravity.
+
+    Args:
+      trunk_height: float32 [], the trunk origin's height above the floor, m.
+      floor_normal: float32 [3], the floor's normal in the trunk frame.
+      joint_pos: float32 [A], the actuated joint angles, rad.
+      body_contact: bool [], the trunk or a thigh touches the floor.
+      finite: bool [], the physics state stayed finite.
+      step: int32 [], control steps taken before this one in the episode.
     """
     env = self.env_config
-    up = self._floor_normal(data)  # [3]
-    fell = (data.qpos[2] < env.fall_height) | (
-        up[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
-    body_contact = (self._body_touches_floor(data, finite) if env.terminate_on_body_contact
-                    else jnp.zeros((), bool))
+    fell = (trunk_height < env.fall_height) | (
+        floor_normal[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
+    if not env.terminate_on_body_contact:
+      body_contact = jnp.zeros((), bool)
     at_limit = jnp.zeros((), bool)
     if env.terminate_on_joint_limit:
-      joint_pos = data.qpos[self._qpos_adr]  # [A]
       margin = env.joint_limit_margin
       at_limit = ((joint_pos < self._joint_lower + margin) |
                   (joint_pos > self._joint_upper - margin)).any()
-    timeout = state.task.step + 1 >= self.episode_steps
+    timeout = step + 1 >= self.episode_steps
     return jnp.select(
         [~finite, fell, body_contact, at_limit, timeout],
         [ResetReason.NONFINITE, ResetReason.FALL, ResetReason.BODY_CONTACT,
@@ -611,7 +618,7 @@ class LocomotionEnv:
     """The task bookkeeping at the end of the step, before any auto-reset."""
     step = state.task.step + 1
     return TaskState(
-        command=self._command(state.family, step),
+        command=self.command(state.family, step),
         last_action=action,
         action_history=action_history,
         feet_air_time=feet.air_time * ~feet.debounced_contact,
@@ -645,9 +652,7 @@ class LocomotionEnv:
     lin_vel, ang_vel, _ = self._trunk_frame(data, state.family)
     command = state.task.command  # [3] the command this step was taken under
     metrics = {f"reward/{name}": value for name, value in scaled.items()}
-    tracking_error = jnp.where(finite, jnp.stack([
-        jnp.linalg.norm(lin_vel[:2] - command[:2]),
-        jnp.abs(ang_vel[2] - command[2])]), 0.0)  # [2]
+    tracking_error = jnp.where(finite, tracking_errors(lin_vel, ang_vel, command), 0.0)  # [2]
     metrics["tracking/lin_vel_error"] = tracking_error[0]
     metrics["tracking/yaw_rate_error"] = tracking_error[1]
     metrics["episode/return"] = jnp.where(done, task.episode_return, 0.0)
