@@ -1,6 +1,7 @@
 """`python -m mjx_walk.ledger`: prints a run's ledger, or compares two runs on the same panel.
 
   python -m mjx_walk.ledger runs/<run>              # recipe, last update, latest evaluation
+                                                    # (and second-simulator check)
   python -m mjx_walk.ledger runs/<a> runs/<b>       # latest evaluations side by side
 
 Two runs are compared only when their recipes name the same evaluation panel hash; otherwise the
@@ -51,6 +52,9 @@ def main(argv: list[str]) -> None:
     update, evaluation = ledger.latest(records, "update"), ledger.latest(records, "eval")
     print(format_update(update) if update else "no update yet")
     print(ledger.format_eval_table(evaluation) if evaluation else "no evaluation yet")
+    second = ledger.latest(records, "sim2sim")
+    if second:
+      print(ledger.format_sim2sim(second))
     return
 
   hashes = [ledger.latest(records, "recipe")["panel_hash"] for records in runs]

@@ -84,17 +84,25 @@ def accumulate(stats: EpisodeStats, state: env_lib.EnvState) -> EpisodeStats:
     stats: leaves [N].
     state: the batched env state returned by the step, leaves [N, ...].
   """
+  return accumulate_step(stats, state.reset_reason, state.reward,
+                         state.metrics["tracking/lin_vel_error"],
+                         state.metrics["tracking/yaw_rate_error"])
+
+
+def accumulate_step(stats: EpisodeStats, reason: jax.Array, reward: jax.Array,
+                    lin_vel_error: jax.Array, yaw_rate_error: jax.Array) -> EpisodeStats:
+  """`accumulate` from one step's figures, each [N]: its `ResetReason` (NONE while the episode
+  goes on), reward and tracking errors. Works on NumPy arrays as well as JAX ones."""
+  xp = np if isinstance(reason, np.ndarray) else jnp
   live = stats.alive
-  done = state.terminated | state.truncated  # [N]
+  done = reason != env_lib.ResetReason.NONE  # [N]
   return EpisodeStats(
       alive=live & ~done,
-      length=stats.length + live.astype(jnp.int32),
-      reason=jnp.where(live & done, state.reset_reason, stats.reason),
-      episode_return=stats.episode_return + jnp.where(live, state.reward, 0.0),
-      lin_vel_error_sum=stats.lin_vel_error_sum + jnp.where(
-          live, state.metrics["tracking/lin_vel_error"], 0.0),
-      yaw_rate_error_sum=stats.yaw_rate_error_sum + jnp.where(
-          live, state.metrics["tracking/yaw_rate_error"], 0.0),
+      length=stats.length + live.astype(xp.int32),
+      reason=xp.where(live & done, reason, stats.reason),
+      episode_return=stats.episode_return + xp.where(live, reward, 0.0),
+      lin_vel_error_sum=stats.lin_vel_error_sum + xp.where(live, lin_vel_error, 0.0),
+      yaw_rate_error_sum=stats.yaw_rate_error_sum + xp.where(live, yaw_rate_error, 0.0),
   )
 
 
@@ -143,6 +151,14 @@ def panel_config(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
   return dataclasses.replace(config, env=env)
 
 
+def panel_envs(config: config_lib.TrainConfig, manifest: families.Manifest
+               ) -> tuple[families.FamilyParams, jax.Array]:
+  """Each panel env's family draw (env j in evaluation family j % E) and reset key, [N] each."""
+  num_envs = config.panel.num_envs
+  family_params = families.for_envs(manifest.eval_params(), num_envs)  # leaves [N, ...]
+  return family_params, jax.random.split(jax.random.key(config.panel.seed), num_envs)
+
+
 @dataclasses.dataclass(frozen=True)
 class Evaluator:
   """The panel's env and its jitted one-pass evaluation."""
@@ -178,11 +194,9 @@ def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
     manifest: the run's manifest; its evaluation families are the panel.
     nets: the actor-critic; only the actor's mean is used.
   """
-  eval_config = panel_config(config)
-  env = env_lib.LocomotionEnv(eval_config)
+  env = env_lib.LocomotionEnv(panel_config(config))
   num_envs = config.panel.num_envs
-  family_params = families.for_envs(manifest.eval_params(), num_envs)  # leaves [N, ...]
-  reset_keys = jax.random.split(jax.random.key(config.panel.seed), num_envs)
+  family_params, reset_keys = panel_envs(config, manifest)
   batched_step = jax.vmap(env.step)
   traced = trace_env_indices(config.panel)  # [S]
 

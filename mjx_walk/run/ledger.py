@@ -10,7 +10,10 @@ One JSON object per line, each with a `kind`:
           family and the fall height and tilt histograms);
   eval    one per held-out panel evaluation, per stratum;
   divergence  the update at which the run stopped because a loss, gradient norm or parameter
-          went non-finite, which ones did, and the checkpoint to resume from.
+          went non-finite, which ones did, and the checkpoint to resume from;
+  sim2sim one per second-simulator check of a checkpoint (`python -m mjx_walk.sim2sim`): the
+          panel's per-stratum table in C MuJoCo beside MJX's, the gap per stratum, the solver
+          settings and the policy that ran (ONNX or JAX).
 
 `mjx_walk.learn.records` builds the recipe and update records of a training run;
 `python -m mjx_walk.ledger` prints a ledger. This module imports only the standard library and
@@ -30,7 +33,7 @@ import numpy as np
 
 FILENAME = "ledger.jsonl"
 """The ledger's name in a run folder."""
-KINDS = ("recipe", "update", "eval", "divergence")
+KINDS = ("recipe", "update", "eval", "divergence", "sim2sim")
 _HISTORY_KINDS = ("recipe", "divergence")
 
 
@@ -252,3 +255,33 @@ def format_comparison(a_record: dict[str, Any], b_record: dict[str, Any],
 
 
 
+
+
+_SIM2SIM_COLUMNS = (("success", "success_rate", ".1%", "+.1%"), ("fall", "fall_rate", ".1%", "+.1%"),
+                    ("length", "episode_length", ".1f", "+.1f"),
+                    ("lin err", "lin_vel_error", ".3f", "+.3f"),
+                    ("yaw err", "yaw_rate_error", ".3f", "+.3f"))
+
+
+def format_sim2sim(record: dict[str, Any]) -> str:
+  """A second-simulator check: per stratum and figure, MJX, C MuJoCo and the gap (C - MJX), then
+  whether the stratum is within the targets, and the C MuJoCo reset reasons."""
+  sim = record["simulator"]
+  targets = ", ".join(f"|{key}| <= {limit:g}" for key, limit in record["targets"].items())
+  lines = [f"second simulator at update {record['update']} ({record['env_steps']:,} env steps): "
+           f"{record['policy']} policy in {sim['engine']}, {sim['precision']}, {sim['solver']} "
+           f"solver ({sim['settings']}: up to {sim['iterations']} iterations, tolerance "
+           f"{sim['tolerance']:g}), {sim['integrator']} at {sim['physics_timestep']:g} s, "
+           f"{sim['slope']}; {record['wall_seconds']:.0f} s",
+           f"m = MJX, c = C MuJoCo, d = c - m; targets: {targets}",
+           f"{'stratum':<10}" + "".join(f"{f'{label} m':>10}{'c':>8}{'d':>8}"
+                                        for label, _, _, _ in _SIM2SIM_COLUMNS)
+           + "  targets  resets (c)"]
+  for name, c in record["strata"].items():
+    m, gap = record["mjx"][name], record["gap"][name]
+    row = f"{name:<10}"
+    for _, key, spec, gap_spec in _SIM2SIM_COLUMNS:
+      row += f"{fmt(m[key], spec):>10}{fmt(c[key], spec):>8}{fmt(gap[key], gap_spec):>8}"
+    lines.append(row + f"  {'met' if gap['within_targets'] else 'MISSED':<7}  "
+                 f"{_resets(c['reset'])}")
+  return "\n".join(lines)

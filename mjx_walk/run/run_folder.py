@@ -10,6 +10,7 @@ evaluation records.
     checkpoints_unreadable/     checkpoints a resume fell back past, moved aside, never deleted
     eval/<update>.json          each held-out evaluation record
     eval/<update>_traces.npz    one traced episode per stratum of an evaluation
+    sim2sim/<update>.json       each second-simulator check (`python -m mjx_walk.sim2sim`)
     traces/<update>_<i>.npz     early-end traces of the batch audits
     plots/  videos/<update>/  report.md
 
@@ -44,6 +45,7 @@ UNREADABLE_CHECKPOINTS = "checkpoints_unreadable"
 EVAL = "eval"
 TRACES_SUFFIX = "_traces.npz"
 TRACES = "traces"
+SIM2SIM = "sim2sim"
 PLOTS = "plots"
 VIDEOS = "videos"
 REPORT = "report.md"
@@ -107,6 +109,10 @@ class RunFolder:
   @property
   def traces_dir(self) -> pathlib.Path:
     return self.root / TRACES
+
+  @property
+  def sim2sim_dir(self) -> pathlib.Path:
+    return self.root / SIM2SIM
 
   @property
   def plots_dir(self) -> pathlib.Path:
@@ -211,23 +217,36 @@ class RunFolder:
     panel, same numbers) keeps the existing file, and a different one is written beside it as
     `eval/<update>.<n>.json`.
     """
-    self.eval_dir.mkdir(parents=True, exist_ok=True)
-    update = record["update"]
-    text = json.dumps(record, indent=1)
-    result = (record.get("panel_hash"), json.loads(text).get("strata"))  # as a reload reads it
-    for n in range(1, 1000):
-      path = self.eval_path(update) if n == 1 else self.eval_dir / f"{update}.{n}.json"
-      if path.exists():
-        saved = json.loads(path.read_text())
-        if (saved.get("panel_hash"), saved.get("strata")) == result:
-          return path
-        continue
-      try:
-        _write_atomically(path, text, exclusive=True)
-      except FileExistsError:
-        continue
-      return path
-    raise RunFolderError(f"{self.eval_dir}: too many records for update {update}")
+    return _write_record(self.eval_dir, record, ("panel_hash", "strata"))
+
+  def write_sim2sim(self, record: dict[str, Any]) -> pathlib.Path:
+    """Writes a second-simulator record to `sim2sim/<update>.json`, never replacing one: as
+    `write_eval`, a different result (another policy kind, other numbers) goes beside it."""
+    return _write_record(self.sim2sim_dir, record, ("panel_hash", "policy", "strata", "mjx"))
+
+
+def _write_record(directory: pathlib.Path, record: dict[str, Any], identity: tuple[str, ...]
+                  ) -> pathlib.Path:
+  """Writes `record` to `<directory>/<update>.json`, or keeps the file already there when it
+  has the same `identity` fields, or writes it as `<update>.<n>.json` beside a different one."""
+  directory.mkdir(parents=True, exist_ok=True)
+  update = record["update"]
+  text = json.dumps(record, indent=1)
+  reloaded = json.loads(text)  # as a reload reads it
+  result = tuple(reloaded.get(key) for key in identity)
+  for n in range(1, 1000):
+    path = directory / (f"{update}.json" if n == 1 else f"{update}.{n}.json")
+    if path.exists():
+      saved = json.loads(path.read_text())
+      if tuple(saved.get(key) for key in identity) == result:
+        return path
+      continue
+    try:
+      _write_atomically(path, text, exclusive=True)
+    except FileExistsError:
+      continue
+    return path
+  raise RunFolderError(f"{directory}: too many records for update {update}")
 
 
 def _claim_default_folder() -> pathlib.Path:

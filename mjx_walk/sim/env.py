@@ -626,8 +626,12 @@ class LocomotionEnv:
         step=step,
         episode_return=state.task.episode_return + reward,
         foot_xy=feet.xy,
-        gait_phase=jnp.mod(state.task.gait_phase + self.env_config.gait_hz * self.dt, 1.0),
+        gait_phase=self.next_gait_phase(state.task.gait_phase),
     )
+
+  def next_gait_phase(self, phase: jax.Array) -> jax.Array:
+    """The gait clock one control step later: advanced by gait_hz / control_hz, modulo 1."""
+    return jnp.mod(phase + self.env_config.gait_hz * self.dt, 1.0)
 
   def _signals(self, state: EnvState, data: mjx.Data, feet: _Feet,
                finite: jax.Array) -> StepSignals:

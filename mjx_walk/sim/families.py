@@ -454,6 +454,12 @@ def for_envs(params: FamilyParams, num_envs: int) -> FamilyParams:
   return jax.tree.map(lambda x: x[np.arange(num_envs) % num_families], params)
 
 
+MODEL_FIELDS = ("geom_friction", "body_mass", "body_ipos", "dof_damping", "actuator_gainprm",
+                "actuator_biasprm")
+"""The model fields `apply_to_model` writes, besides `opt.gravity`; another simulator copies these
+to apply a family's draw (`mjx_walk.analysis.sim2sim`)."""
+
+
 def apply_to_model(model: mjx.Model, robot: robots.Robot, params: FamilyParams) -> mjx.Model:
   """Writes ONE family's draw into the nominal model. Pure; vmapped when `params` is batched.
 

@@ -1,0 +1,372 @@
+"""The second-simulator check: a checkpoint's held-out panel replayed in C MuJoCo, in float64 with
+a converged solver and the policy in the loop, beside MJX's evaluation of the same checkpoint.
+
+The same as the MJX panel (`mjx_walk.analysis.panel`), by construction:
+  * the envs, their families and their first states: `panel.panel_envs` and the MJX env's own
+    `reset`, carried into C MuJoCo's frame;
+  * every family condition: the model fields `families.apply_to_model` writes (ground friction,
+    payload and its position, joint friction, motor strength; `families.MODEL_FIELDS`) are
+    copied into each env's C model, and the command schedule, the pushes and the actuator delay
+    come from the env's own `command`, `push_force` and `actuate`;
+  * the observation (`observations.policy_observation`, from the one layout), the termination
+    rules (`LocomotionEnv.end_reason`), the tracking errors (`env.tracking_errors`) and the
+    per-stratum summary (`panel.summarize`).
+
+Different, on purpose (`CMuJoCoPanel.simulator` records it):
+  * precision: float64 against MJX's float32;
+  * the constraint solver (`SOLVERS`): by default Newton to a tolerance of 1e-10 (up to 100
+    iterations, 50 line-search steps) against MJX's single iteration; "mjx" keeps MJX's settings,
+    to tell a gap the solver makes from the others. The integrator (the robot file's Euler), the
+    friction cone and the timestep are MJX's;
+  * the slope: a real inclined floor under vertical gravity, against MJX's level floor under
+    tilted gravity. C MuJoCo's world is MJX's turned by the rotation that takes the family's
+    gravity to straight down (`floor_rotation`): the spawn pose and velocities and every push are
+    turned with it, and heights and tilts are measured from the inclined floor.
+
+Rewards are not recomputed here, so the C MuJoCo table has no `return` column. The check is a
+host loop over the panel's envs (`mujoco.mj_step` per env and physics step, one batched policy
+call per control step), a minute or two for the default panel on a 2-core CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from typing import Any
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk.analysis import panel
+from mjx_walk.run import policy as policy_lib
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+from mjx_walk.sim import observations
+
+SOLVERS = {
+    "converged": {"iterations": 100, "ls_iterations": 50, "tolerance": 1e-10},
+    "mjx": {},
+}
+"""C MuJoCo's constraint-solver settings by name: changes to the robot file's options, which are
+MJX's (`mjx` changes nothing)."""
+
+COMPARED = ("success_rate", "fall_rate", "episode_length", "lin_vel_error", "yaw_rate_error")
+"""The per-stratum figures compared; the gap is C MuJoCo minus MJX."""
+TARGETS = {"fall_rate": 0.05, "lin_vel_error": 0.05}
+"""The largest gaps (absolute) at which a stratum's behaviour counts as carried over."""
+
+Act = Callable[[np.ndarray], np.ndarray]
+"""A policy: float32 [N, O] policy observations -> float32 [N, A] actions (clipped or raw)."""
+
+
+def floor_rotation(gravity: np.ndarray) -> np.ndarray:
+  """The smallest rotation taking the direction of `gravity` [3] to straight down. [3, 3]
+
+  MJX builds a slope as a level floor (z = 0) under tilted gravity; turned by this rotation, the
+  same world has vertical gravity and a floor inclined by the slope's angle through the origin.
+  """
+  g = np.asarray(gravity, np.float64) / np.linalg.norm(gravity)
+  down = np.array([0.0, 0.0, -1.0])
+  axis = np.cross(g, down)
+  sin, cos = np.linalg.norm(axis), float(np.dot(g, down))
+  if sin < 1e-12:
+    return np.eye(3)
+  angle = np.arctan2(sin, cos)
+  quat = np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * axis / sin])
+  rotation = np.zeros(9)
+  mujoco.mju_quat2Mat(rotation, quat)
+  return rotation.reshape(3, 3)
+
+
+def _quat(rotation: np.ndarray) -> np.ndarray:
+  quat = np.zeros(4)
+  mujoco.mju_mat2Quat(quat, rotation.reshape(9))
+  return quat
+
+
+@dataclasses.dataclass
+class _World:
+  """One panel env in C MuJoCo."""
+
+  model: mujoco.MjModel
+  data: mujoco.MjData
+  rotation: np.ndarray
+  """[3, 3]: from MJX's frame (level floor) to this world (gravity straight down)."""
+
+
+class CMuJoCoPanel:
+  """The run's held-out panel as C MuJoCo worlds, and the replay of a policy on it.
+
+  Args:
+    config: the run's config; its `panel` section defines the panel.
+    manifest: the run's manifest (its evaluation families).
+    solver: a key of `SOLVERS`.
+  """
+
+  def __init__(self, config: config_lib.TrainConfig, manifest: families.Manifest,
+               solver: str = "converged"):
+    if solver not in SOLVERS:
+      raise ValueError(f"solver {solver!r} is invalid: accepted solvers are {', '.join(SOLVERS)}")
+    self.solver = solver
+    self.config = config
+    self.manifest = manifest
+    self.env = env_lib.LocomotionEnv(panel.panel_config(config))
+    self.family_params, self.reset_keys = panel.panel_envs(config, manifest)
+    self.num_envs = config.panel.num_envs
+    robot = self.env.robot
+    self._default_pose = jnp.asarray(robot.default_pose, jnp.float32)
+    self._qpos_adr = np.asarray(robot.qpos_joint_adr)
+    self._qvel_adr = np.asarray(robot.qvel_joint_adr)
+    self._body_geoms = np.asarray(robot.body_contact_geom_ids)
+    self._family_fields = self._drawn_fields()  # {field: [E, ...]}
+    self._nominal = self._configure(copy.copy(robot.mj_model))
+    self._step_fns = self._compile()
+
+  def _configure(self, model: mujoco.MjModel) -> mujoco.MjModel:
+    """Sets the run's physics timestep, the solver settings and vertical gravity."""
+    model.opt.timestep = float(self.env.model.opt.timestep)
+    for name, value in SOLVERS[self.solver].items():
+      setattr(model.opt, name, value)
+    model.opt.gravity[:] = (0.0, 0.0, -families.STANDARD_GRAVITY)
+    return model
+
+  def _inclined(self, rotation: np.ndarray) -> mujoco.MjModel:
+    """The nominal model with its floor turned by `rotation` [3, 3].
+
+    MuJoCo places the world body's geoms when it compiles a model (writing `geom_quat` later
+    does not move them), so the floor is turned in the MJCF spec and the model compiled again.
+    """
+    spec = mujoco.MjSpec.from_file(str(self.env.robot.xml_path))
+    spec.geom(self.env.robot.spec.floor_geom).quat = _quat(rotation)
+    return self._configure(spec.compile())
+
+  @property
+  def simulator(self) -> dict[str, Any]:
+    """How C MuJoCo runs here, read back from the model it steps."""
+    opt = self._nominal.opt
+    return {
+        "engine": f"C MuJoCo {mujoco.__version__}",
+        "precision": "float64",
+        "settings": self.solver,
+        "solver": mujoco.mjtSolver(opt.solver).name.removeprefix("mjSOL_"),
+        "iterations": int(opt.iterations),
+        "ls_iterations": int(opt.ls_iterations),
+        "tolerance": float(opt.tolerance),
+        "integrator": mujoco.mjtIntegrator(opt.integrator).name.removeprefix("mjINT_"),
+        "cone": mujoco.mjtCone(opt.cone).name.removeprefix("mjCONE_"),
+        "physics_timestep": float(opt.timestep),
+        "slope": "inclined floor, vertical gravity",
+    }
+
+  def _drawn_fields(self) -> dict[str, np.ndarray]:
+    """Each evaluation family's values of `families.MODEL_FIELDS`, from the env's own
+    `apply_to_model`. {field: [E, ...]}"""
+    env = self.env
+
+    def fields(params):
+      model = families.apply_to_model(env.model, env.robot, params)
+      return {name: getattr(model, name) for name in families.MODEL_FIELDS}
+
+    return jax.tree.map(np.asarray, jax.jit(jax.vmap(fields))(self.manifest.eval_params()))
+
+  def worlds(self) -> tuple[list[_World], env_lib.EnvState]:
+    """Every panel env's C model and first state: env j in family j % E, starting where the MJX
+    panel's env j starts (its own `reset`), turned into the inclined floor's world.
+
+    Returns:
+      (the worlds, N of them; the MJX panel's first states, leaves [N, ...] NumPy).
+    """
+    start = jax.device_get(self._step_fns["reset"](self.reset_keys, self.family_params))
+    gravity = np.asarray(self.family_params.gravity, np.float64)  # [N, 3]
+    num_families = len(self.manifest.eval_families)
+    worlds = []
+    for j in range(self.num_envs):
+      rotation = floor_rotation(gravity[j])
+      level = np.array_equal(rotation, np.eye(3))
+      model = copy.copy(self._nominal) if level else self._inclined(rotation)
+      for name, values in self._family_fields.items():
+        getattr(model, name)[:] = values[j % num_families]
+      data = mujoco.MjData(model)
+      qpos = np.asarray(start.data.qpos[j], np.float64)
+      qvel = np.asarray(start.data.qvel[j], np.float64)
+      data.qpos[:] = qpos
+      data.qpos[0:3] = rotation @ qpos[0:3]
+      mujoco.mju_mulQuat(data.qpos[3:7], _quat(rotation), qpos[3:7])
+      data.qvel[:] = qvel
+      data.qvel[0:3] = rotation @ qvel[0:3]  # the free joint's angular velocity is in its frame
+      data.ctrl[:] = np.asarray(start.data.ctrl[j], np.float64)
+      worlds.append(_World(model=model, data=data, rotation=rotation))
+    return worlds, start
+
+  def _compile(self) -> dict[str, Callable[..., Any]]:
+    """The env's own per-step rules, batched over the panel's envs and jitted."""
+    env = self.env
+    layout = env.policy_layout
+
+    def observe(readings, family, step, last_action, gait_phase):
+      command = env.command(family, step)
+      obs = observations.policy_observation(
+          layout, env.env_config, readings,
+          observations.TaskInputs(command, last_action, gait_phase), self._default_pose)
+      return obs, command
+
+    def actuate(family, history, action, step):
+      history, targets = env.actuate(family, history, action)
+      return history, targets, env.push_force(family, step)
+
+    def judge(readings, trunk_height, normal, body_contact, finite, step, command):
+      floor_normal = observations.rotate_inverse(readings.quat, normal)  # trunk frame
+      reason = env.end_reason(trunk_height, floor_normal, readings.joint_pos, body_contact,
+                              finite, step)
+      lin_vel, ang_vel, _ = observations.trunk_frame(readings)
+      errors = jnp.where(finite, env_lib.tracking_errors(lin_vel, ang_vel, command), 0.0)
+      return reason, errors
+
+    return {"reset": jax.jit(jax.vmap(env.reset)), "observe": jax.jit(jax.vmap(observe)), "actuate": jax.jit(jax.vmap(actuate)),
+            "judge": jax.jit(jax.vmap(judge)), "clock": jax.jit(env.next_gait_phase)}
+
+  def readings(self, worlds: list[_World]) -> observations.Readings:
+    """What every robot measures now, in its own world frame. Leaves [N, ...] float32."""
+    qpos = np.stack([w.data.qpos for w in worlds])  # [N, nq]
+    qvel = np.stack([w.data.qvel for w in worlds])  # [N, nv]
+    down = np.tile([0.0, 0.0, -1.0], (len(worlds), 1))
+    return jax.tree.map(lambda x: np.asarray(x, np.float32), observations.Readings(
+        quat=qpos[:, 3:7], lin_vel=qvel[:, 0:3], ang_vel=qvel[:, 3:6], down=down,
+        joint_pos=qpos[:, self._qpos_adr], joint_vel=qvel[:, self._qvel_adr]))
+
+  def body_contact(self, world: _World) -> bool:
+    """The trunk or a thigh penetrates the floor, from the last physics step's contacts."""
+    data = world.data
+    contacts = data.contact
+    pairs, dist = contacts.geom[:data.ncon], contacts.dist[:data.ncon]
+    floor = self.env.robot.floor_geom_id
+    mine = ((pairs[:, 0] == floor) & np.isin(pairs[:, 1], self._body_geoms)) | (
+        (pairs[:, 1] == floor) & np.isin(pairs[:, 0], self._body_geoms))
+    return bool((mine & (dist < 0.0)).any())
+
+  def observe(self, worlds: list[_World], step: np.ndarray, last_action: np.ndarray,
+              gait_phase: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """Every world's policy observation [N, O] and its command [N, 3] at control step `step`
+    [N], from the readings, the previous actions [N, A] and the gait clocks [N]."""
+    return self._step_fns["observe"](self.readings(worlds), self.family_params, step,
+                                     last_action, gait_phase)
+
+  def judge(self, worlds: list[_World], finite: np.ndarray, body_contact: np.ndarray,
+            step: np.ndarray, command: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Why each world's episode ends after its step, and the step's tracking errors.
+
+    Heights and tilts are measured from each world's inclined floor, through the origin.
+
+    Args:
+      worlds: the panel's worlds after their physics steps, N of them.
+      finite: bool [N], the state stayed finite; body_contact: bool [N], the trunk or a thigh
+        touches the floor.
+      step: int32 [N], control steps taken before this one; command: float32 [N, 3], the
+        command the step was taken under.
+
+    Returns:
+      (int32 [N] `ResetReason`s, float32 [N, 2] xy-velocity and yaw-rate errors).
+    """
+    height = np.array([w.rotation[:, 2] @ w.data.qpos[0:3] for w in worlds], np.float32)
+    normal = np.stack([w.rotation[:, 2] for w in worlds]).astype(np.float32)  # world frame
+    return jax.device_get(self._step_fns["judge"](
+        self.readings(worlds), height, normal, body_contact, finite, step, command))
+
+  def replay(self, act: Act) -> tuple[panel.EpisodeStats, float]:
+    """Plays one episode per panel env with `act` in the loop.
+
+    Returns:
+      (EpisodeStats with NumPy leaves [N], as the MJX panel's; the seconds the replay took).
+    """
+    started = time.perf_counter()
+    env, num_envs = self.env, self.num_envs
+    worlds, start = self.worlds()
+    history = np.asarray(start.task.action_history)  # [N, D+1, A]
+    last_action = np.asarray(start.task.last_action)  # [N, A]
+    gait_phase = np.asarray(start.task.gait_phase)  # [N]
+    step = np.zeros(num_envs, np.int32)
+    stats = jax.tree.map(np.asarray, panel.empty_stats(num_envs))
+    trunk = env.robot.trunk_body_id
+    clip = env.env_config.action_clip
+    for _ in range(env.episode_steps):
+      obs, command = self.observe(worlds, step, last_action, gait_phase)
+      action = np.clip(np.asarray(act(np.asarray(obs)), np.float32), -clip, clip)  # [N, A]
+      history, targets, push = jax.device_get(
+          self._step_fns["actuate"](self.family_params, history, action, step))
+      finite = np.ones(num_envs, bool)
+      body_contact = np.zeros(num_envs, bool)
+      for j in np.flatnonzero(stats.alive):
+        world = worlds[j]
+        world.data.ctrl[:] = targets[j]
+        world.data.xfrc_applied[trunk, 0:3] = world.rotation @ push[j]
+        for _ in range(env.substeps):
+          mujoco.mj_step(world.model, world.data)
+        # C MuJoCo resets a state whose accelerations blow up and only warns; that is a
+        # non-finite state as MJX would see it.
+        finite[j] = bool(np.isfinite(world.data.qpos).all() and np.isfinite(
+            world.data.qvel).all() and not world.data.warning[
+                mujoco.mjtWarning.mjWARN_BADQACC].number)
+        body_contact[j] = self.body_contact(world) and finite[j]
+      reason, errors = self.judge(worlds, finite, body_contact, step, command)
+      stats = panel.accumulate_step(stats, reason, np.zeros(num_envs, np.float32),
+                                    errors[:, 0], errors[:, 1])
+      last_action = action
+      gait_phase = np.asarray(self._step_fns["clock"](gait_phase))
+      step = step + 1
+      if not stats.alive.any():
+        break
+    return stats, time.perf_counter() - started
+
+  def summarize(self, stats: panel.EpisodeStats) -> dict[str, Any]:
+    """The per-stratum table of a replay, as `panel.summarize` gives MJX's, without `return`."""
+    summary = panel.summarize(stats, self.manifest, self.config)
+    for figures in summary["strata"].values():
+      del figures["return"]
+    return summary
+
+
+def gaps(mjx_strata: dict[str, Any], c_strata: dict[str, Any]) -> dict[str, Any]:
+  """Per stratum: C MuJoCo minus MJX for each of `COMPARED`, and whether `TARGETS` are met."""
+  result = {}
+  for stratum, c in c_strata.items():
+    m = mjx_strata[stratum]
+    gap = {key: c[key] - m[key] for key in COMPARED}
+    gap["within_targets"] = all(abs(gap[key]) <= limit for key, limit in TARGETS.items())
+    result[stratum] = gap
+  return result
+
+
+def record(pol: policy_lib.Policy, policy_kind: str, mjx_record: dict[str, Any],
+           c_summary: dict[str, Any], simulator: dict[str, Any], seconds: float
+           ) -> dict[str, Any]:
+  """The `kind="sim2sim"` ledger record of one check."""
+  return {
+      "kind": "sim2sim", "update": pol.step, "env_steps": pol.step * pol.config.batch_size,
+      "policy": policy_kind, "simulator": simulator, "panel_hash": c_summary["panel_hash"],
+      "wall_seconds": seconds, "targets": TARGETS, "mjx": mjx_record["strata"],
+      "strata": c_summary["strata"], "gap": gaps(mjx_record["strata"], c_summary["strata"]),
+  }
+
+
+def check(pol: policy_lib.Policy, act: Act, policy_kind: str, solver: str = "converged"
+          ) -> dict[str, Any]:
+  """Evaluates `pol` on its run's panel in MJX and replays the panel in C MuJoCo with `act`.
+
+  Args:
+    pol: the loaded checkpoint; MJX evaluates it with `Policy.act`.
+    act: the policy C MuJoCo runs in the loop (the ONNX export, or `pol.act`).
+    policy_kind: "onnx" or "jax", recorded.
+    solver: a key of `SOLVERS`.
+
+  Returns:
+    The sim2sim record (`record`).
+  """
+  mjx_record, _ = panel.evaluate_policy(pol, pol.config, pol.manifest)
+  world = CMuJoCoPanel(pol.config, pol.manifest, solver)
+  stats, seconds = world.replay(act)
+  return record(pol, policy_kind, mjx_record, world.summarize(stats), world.simulator, seconds)

@@ -1,0 +1,81 @@
+"""`python -m mjx_walk.sim2sim`: replays a checkpoint's held-out panel in C MuJoCo and sets the
+table beside MJX's.
+
+  python -m mjx_walk.sim2sim --run_dir=runs/<run> [--step=N] [--policy=onnx|jax]
+                             [--solver=converged|mjx]
+
+The policy runs in the loop through its ONNX export (`--policy=onnx`, the default: the file
+`python -m mjx_walk.export` writes, exported first if the step has none) or through JAX
+(`--policy=jax`). C MuJoCo runs in float64 with a converged Newton solver (`--solver=converged`);
+`--solver=mjx` keeps the robot file's MJX solver settings instead, to tell a gap the solver makes
+from one that precision, contacts or the inclined floor make. The MJX evaluation of the same
+checkpoint runs first. The record goes to `sim2sim/<step>.json` and the run's ledger, and the
+report shows the latest one. `mjx_walk.analysis.sim2sim` says what is the same and what differs.
+"""
+
+from __future__ import annotations
+
+from absl import app
+from absl import flags
+
+from mjx_walk import cli
+from mjx_walk.analysis import sim2sim
+from mjx_walk.run import checkpoint
+from mjx_walk.run import ledger
+from mjx_walk.run import policy as policy_lib
+from mjx_walk.run import run_folder
+
+POLICIES = ("onnx", "jax")
+_POLICY = flags.DEFINE_string(
+    "policy", "onnx", "The policy in C MuJoCo's loop: onnx (the exported file, run by "
+    "onnxruntime) or jax (the checkpoint, run by JAX).")
+_SOLVER = flags.DEFINE_string(
+    "solver", "converged", f"C MuJoCo's solver settings: {', '.join(sim2sim.SOLVERS)}.")
+
+
+def _actor(pol: policy_lib.Policy, kind: str) -> sim2sim.Act:
+  """The policy C MuJoCo runs: the step's ONNX export (written first if missing) or JAX."""
+  if kind == "jax":
+    return pol.act
+  from mjx_walk.run import onnx_policy  # pylint: disable=import-outside-toplevel
+  path = run_folder.RunFolder(pol.run_dir).export_dir(pol.step) / onnx_policy.FILENAME
+  if not path.is_file():
+    print(f"exporting {path} ...")
+    onnx_policy.export(pol, path)
+  exported = onnx_policy.OnnxPolicy(path)
+  return lambda obs: exported.act(obs)[0]
+
+
+def main(argv: list[str]) -> None:
+  """Runs the check and prints the table.
+
+  Raises:
+    SystemExit: status 2, with the reason on stderr, for a bad flag, a missing run folder or a
+      step without a checkpoint; nothing is written then.
+  """
+  cli.quiet_library_logs()
+  if len(argv) > 1:
+    cli.refuse(f"unexpected arguments: {argv[1:]}")
+  if not cli.RUN_DIR.value:
+    cli.refuse("give the run to check: --run_dir=runs/<run>")
+  if _POLICY.value not in POLICIES:
+    cli.refuse(f"--policy={_POLICY.value!r} is invalid: accepted policies are "
+               f"{', '.join(POLICIES)}")
+  if _SOLVER.value not in sim2sim.SOLVERS:
+    cli.refuse(f"--solver={_SOLVER.value!r} is invalid: accepted solvers are "
+               f"{', '.join(sim2sim.SOLVERS)}")
+  try:
+    pol = policy_lib.load(cli.RUN_DIR.value, cli.STEP.value)
+  except checkpoint.CheckpointError as error:
+    cli.refuse(str(error))
+  record = sim2sim.check(pol, _actor(pol, _POLICY.value), _POLICY.value, _SOLVER.value)
+  folder = run_folder.RunFolder(pol.run_dir)
+  path = folder.write_sim2sim(record)
+  with ledger.Ledger(folder.ledger_path) as run_ledger:
+    run_ledger.write(record)
+  print(ledger.format_sim2sim(record))
+  print(f"recorded in {path} and {folder.ledger_path}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,284 @@
+"""Tests for the second-simulator check (mjx_walk.analysis.sim2sim) and `python -m mjx_walk.sim2sim`.
+
+The references are independent of the code under test: the floor rotation is checked against the
+slope's angle and direction written out by hand; each world's model against the manifest's draws
+and the robot file's nominal values; the inclined floor against a C MuJoCo world built the MJX
+way (level floor, tilted gravity) stepped side by side; the first observation against the MJX
+env's own; the replay against MJX's evaluation of the same checkpoint with MJX's solver settings.
+"""
+
+import json
+import math
+import pathlib
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import chex
+import mujoco
+import numpy as np
+
+from mjx_walk import sim2sim as sim2sim_cli
+from mjx_walk import train as train_lib
+from mjx_walk.analysis import panel
+from mjx_walk.analysis import sim2sim
+from mjx_walk.run import ledger
+from mjx_walk.run import run_folder
+from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
+from mjx_walk.sim import robots
+
+import commands
+import configs
+
+R = env_lib.ResetReason
+
+
+def _gravity(degrees: float, direction: float) -> np.ndarray:
+  tilt = math.radians(degrees)
+  return 9.81 * np.array([math.sin(tilt) * math.cos(direction),
+                          math.sin(tilt) * math.sin(direction), -math.cos(tilt)])
+
+
+class FloorRotationTest(parameterized.TestCase):
+
+  @parameterized.parameters((15.0, 0.0), (15.0, 2.0), (10.0, -2.5), (30.0, 1.0))
+  def test_turns_gravity_straight_down_about_the_contour_line(self, degrees, direction):
+    # Catches a rotation the wrong way round (floor tilted twice as much or not at all), about
+    # the wrong axis, or not a rotation at all.
+    rotation = sim2sim.floor_rotation(_gravity(degrees, direction))
+    chex.assert_trees_all_close(rotation @ rotation.T, np.eye(3), atol=1e-12)
+    self.assertAlmostEqual(np.linalg.det(rotation), 1.0, places=12)
+    chex.assert_trees_all_close(rotation @ _gravity(degrees, direction) / 9.81,
+                                np.array([0.0, 0.0, -1.0]), atol=1e-12)
+    # The level floor's normal becomes the inclined floor's: tilted by the slope's angle ...
+    normal = rotation @ np.array([0.0, 0.0, 1.0])
+    self.assertAlmostEqual(math.degrees(math.acos(normal[2])), degrees, places=9)
+    # ... about the contour line (horizontal, across the downhill direction), which stays put.
+    contour = np.array([-math.sin(direction), math.cos(direction), 0.0])
+    chex.assert_trees_all_close(rotation @ contour, contour, atol=1e-12)
+    # Downhill is where the floor goes down: its normal leans that way.
+    self.assertGreater(normal[:2] @ np.array([math.cos(direction), math.sin(direction)]), 0.0)
+
+  def test_level_ground_is_not_turned(self):
+    chex.assert_trees_all_close(sim2sim.floor_rotation(np.array([0.0, 0.0, -9.81])), np.eye(3))
+
+
+def _panel_config(**changes):
+  # Two envs in each of the five strata's families, so that every condition is present.
+  return configs.tiny(**{"panel__envs_per_family": 2, "panel__episode_seconds": 0.5, **changes})
+
+
+class WorldsTest(absltest.TestCase):
+  """The C MuJoCo worlds of a small panel (one family per stratum, two envs each)."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.config = _panel_config()
+    cls.manifest = families.make_manifest(cls.config)
+    cls.world = sim2sim.CMuJoCoPanel(cls.config, cls.manifest)
+    cls.worlds, cls.start = cls.world.worlds()
+    cls.robot = robots.load("go2")
+
+  def family(self, j: int) -> families.Family:
+    return self.manifest.eval_families[j % len(self.manifest.eval_families)]
+
+  def test_every_world_carries_its_family_draw_and_the_converged_solver(self):
+    # Catches a family's draw copied to the wrong env, a field left nominal, or MJX's solver kept.
+    nominal = self.robot.mj_model
+    trunk, floor = self.robot.trunk_body_id, self.robot.floor_geom_id
+    dofs = np.asarray(self.robot.qvel_joint_adr)
+    self.assertLen(self.worlds, 10)
+    strata = set()
+    for j, world in enumerate(self.worlds):
+      family, model = self.family(j), world.model
+      strata.add(family.stratum)
+      chex.assert_trees_all_close(
+          model.geom_friction[[floor, *self.robot.foot_geom_ids], 0],
+          np.full(5, family.friction), rtol=1e-6)
+      self.assertAlmostEqual(model.body_mass[trunk],
+                             nominal.body_mass[trunk] + family.payload_mass, places=4)
+      chex.assert_trees_all_close(model.dof_damping[dofs],
+                                  np.full(12, 0.5 + family.joint_friction), rtol=1e-6)
+      chex.assert_trees_all_close(model.actuator_gainprm[:, 0],
+                                  np.full(12, 40.0 * family.motor_strength), rtol=1e-6)
+      chex.assert_trees_all_close(model.opt.gravity, np.array([0.0, 0.0, -9.81]))
+      self.assertEqual((model.opt.iterations, model.opt.ls_iterations, model.opt.tolerance),
+                       (100, 50, 1e-10))
+      tilt = math.degrees(math.acos(world.rotation[2, 2]))
+      self.assertAlmostEqual(tilt, family.slope_degrees, places=4)
+    self.assertEqual(strata, {"flat", "slope", "push", "payload", "friction"})
+    payload = next(j for j in range(10) if self.family(j).stratum == "payload")
+    self.assertGreater(self.worlds[payload].model.body_mass[trunk],
+                       nominal.body_mass[trunk] + 3.9)
+
+  def test_the_first_observation_is_the_mjx_envs_own(self):
+    # Catches a second, drifting copy of the observation, a state turned the wrong way into the
+    # inclined world (the slope's projected gravity and velocities), or another reset state.
+    obs, command = self.world.observe(
+        self.worlds, np.zeros(10, np.int32), np.asarray(self.start.task.last_action),
+        np.asarray(self.start.task.gait_phase))
+    chex.assert_shape(obs, (10, self.world.env.policy_layout.size))
+    chex.assert_trees_all_close(np.asarray(obs), self.start.obs["policy"], atol=2e-6)
+    chex.assert_trees_all_close(np.asarray(command), self.start.task.command)
+    slope = next(j for j in range(10) if self.family(j).stratum == "slope")
+    gravity = self.world.env.policy_layout.offsets()["projected_gravity"]
+    self.assertGreater(abs(float(obs[slope, gravity])), 0.1)  # the slope is felt
+
+  def test_the_inclined_floor_is_the_tilted_world_turned(self):
+    # Steps the slope env's world beside a C MuJoCo world built the MJX way (level floor,
+    # gravity tilted) with the same solver and targets: each state must be the other turned.
+    # Both use elliptic friction cones here: a pyramid's edges are placed around each contact
+    # normal by a rule that does not turn with the world, so only a round cone makes the two
+    # worlds exact turns of each other (with pyramids they part by about 1.5 mm in this second;
+    # the floor left level in the inclined world parts them by 15 cm).
+    slope = next(j for j in range(10) if self.family(j).stratum == "slope")
+    inclined = self.world.worlds()[0][slope]
+    tilted_model = mujoco.MjModel.from_xml_path(str(self.robot.xml_path))
+    tilted_model.opt.timestep = inclined.model.opt.timestep
+    for name in ("geom_friction", "body_mass", "body_ipos", "dof_damping", "actuator_gainprm",
+                 "actuator_biasprm"):
+      getattr(tilted_model, name)[:] = getattr(inclined.model, name)
+    for name in ("iterations", "ls_iterations", "tolerance"):
+      setattr(tilted_model.opt, name, getattr(inclined.model.opt, name))
+    tilted_model.opt.gravity[:] = np.asarray(self.world.family_params.gravity[slope], np.float64)
+    for model in (tilted_model, inclined.model):
+      model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    tilted = mujoco.MjData(tilted_model)
+    tilted.qpos[:] = self.start.data.qpos[slope]
+    tilted.qvel[:] = self.start.data.qvel[slope]
+    tilted.ctrl[:] = inclined.data.ctrl
+    rotation = inclined.rotation
+    for _ in range(200):  # 1 s: the robot stands on the 15 degree slope, or slides down it
+      mujoco.mj_step(tilted_model, tilted)
+      mujoco.mj_step(inclined.model, inclined.data)
+    chex.assert_trees_all_close(rotation.T @ inclined.data.qpos[0:3], tilted.qpos[0:3],
+                                atol=1e-7)
+    chex.assert_trees_all_close(inclined.data.qpos[7:], tilted.qpos[7:], atol=1e-7)
+    chex.assert_trees_all_close(rotation.T @ inclined.data.qvel[0:3], tilted.qvel[0:3],
+                                atol=1e-6)
+    self.assertGreater(np.linalg.norm(tilted.qpos[0:3] - self.start.data.qpos[slope][0:3]),
+                       1e-4)  # it moved
+
+  def test_fall_and_body_contact_are_judged_from_the_inclined_floor(self):
+    # Catches heights measured along world z (on a 15 degree slope the trunk's world height is
+    # not its height above the floor) and body contacts that read the wrong geom pairs.
+    slope = next(j for j in range(10) if self.family(j).stratum == "slope")
+    flat = next(j for j in range(10) if self.family(j).stratum == "flat")
+    fresh, _ = self.world.worlds()
+    worlds = [fresh[slope], fresh[flat]]
+    world = self.world
+    for w in worlds:
+      mujoco.mj_forward(w.model, w.data)
+    ok = np.ones(2, bool)
+    steps, commands_ = np.zeros(2, np.int32), np.zeros((2, 3), np.float32)
+    standing, _ = world.judge(worlds, ok, np.zeros(2, bool), steps, commands_)
+    np.testing.assert_array_equal(standing, [R.NONE, R.NONE])
+    self.assertEqual([world.body_contact(w) for w in worlds], [False, False])
+    # Lower the trunk to 5 cm above each floor, keeping its pose relative to the floor.
+    for w in worlds:
+      floor_frame = w.rotation.T @ w.data.qpos[0:3]
+      w.data.qpos[0:3] = w.rotation @ np.array([floor_frame[0], floor_frame[1], 0.05])
+      mujoco.mj_forward(w.model, w.data)
+    self.assertEqual([world.body_contact(w) for w in worlds], [True, True])
+    low, _ = world.judge(worlds, ok, np.ones(2, bool), steps, commands_)
+    np.testing.assert_array_equal(low, [R.FALL, R.FALL])
+
+
+class GapsTest(absltest.TestCase):
+
+  def test_gap_is_c_minus_mjx_and_targets_bound_fall_and_speed_error(self):
+    figures = dict(success_rate=0.5, fall_rate=0.10, episode_length=400.0, lin_vel_error=0.20,
+                   yaw_rate_error=0.1)
+    mjx = {"flat": figures, "slope": figures}
+    c = {"flat": {**figures, "fall_rate": 0.149, "lin_vel_error": 0.249},
+         "slope": {**figures, "fall_rate": 0.16, "success_rate": 0.25}}
+    result = sim2sim.gaps(mjx, c)
+    self.assertAlmostEqual(result["flat"]["fall_rate"], 0.049)
+    self.assertAlmostEqual(result["flat"]["lin_vel_error"], 0.049)
+    self.assertTrue(result["flat"]["within_targets"])
+    self.assertAlmostEqual(result["slope"]["fall_rate"], 0.06)
+    self.assertAlmostEqual(result["slope"]["success_rate"], -0.25)
+    self.assertFalse(result["slope"]["within_targets"])
+
+
+class Sim2SimCommandTest(absltest.TestCase):
+  """`python -m mjx_walk.sim2sim` on one tiny trained run, with MJX's solver settings in C
+  MuJoCo, so that the two simulators should agree closely over half-second episodes."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    root = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_command_"))
+    cls.run_dir = train_lib.run(_panel_config(panel__every_chunks=0, checkpoint__every_chunks=1),
+                                root / "run")
+    cls.ran = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}", "--policy=jax",
+                                "--solver=mjx")
+    cls.path = run_folder.RunFolder(cls.run_dir).sim2sim_dir / "4.json"
+
+  def test_writes_the_record_and_prints_the_table(self):
+    self.assertEqual(self.ran.status, 0, self.ran.err)
+    saved = json.loads(self.path.read_text())
+    self.assertEqual((saved["kind"], saved["update"], saved["policy"]), ("sim2sim", 4, "jax"))
+    self.assertEqual(saved["simulator"]["settings"], "mjx")
+    self.assertEqual((saved["simulator"]["iterations"], saved["simulator"]["solver"]),
+                     (1, "NEWTON"))
+    self.assertEqual(ledger.of_kind(ledger.read_run(self.run_dir), "sim2sim")[0], saved)
+    self.assertIn(ledger.format_sim2sim(saved), self.ran.out)
+    self.assertEqual(set(saved["strata"]), {"flat", "slope", "push", "payload", "friction"})
+    self.assertNotIn("return", saved["strata"]["flat"])
+
+  def test_c_mujoco_with_mjx_solver_settings_agrees_with_mjx(self):
+    # Same solver, same start, same policy: float64 against float32 over 25 steps. On level
+    # ground with sticking feet the two agree to float32 rounding; on the slope (where pyramid
+    # edges sit differently around the inclined normal) and on low friction (sliding feet) to
+    # within 0.01 m/s and 0.05 rad/s. Catches a command schedule, push, payload, clock or delay
+    # that the replay applies differently from the env.
+    saved = json.loads(self.path.read_text())
+    for stratum, c in saved["strata"].items():
+      m = saved["mjx"][stratum]
+      self.assertEqual(c["reset"], m["reset"], stratum)
+      self.assertEqual(c["episode_length"], m["episode_length"], stratum)
+      exact = stratum in ("flat", "push", "payload")
+      self.assertAlmostEqual(c["lin_vel_error"], m["lin_vel_error"],
+                             delta=1e-4 if exact else 0.01, msg=stratum)
+      self.assertAlmostEqual(c["yaw_rate_error"], m["yaw_rate_error"],
+                             delta=1e-4 if exact else 0.05, msg=stratum)
+      self.assertGreater(m["lin_vel_error"], 0.05, stratum)  # commands are tracked, not zero
+      self.assertTrue(saved["gap"][stratum]["within_targets"], stratum)
+
+  def test_a_second_check_of_another_kind_goes_beside_the_first(self):
+    before = self.path.read_text()
+    again = commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--policy=jax")
+    self.assertEqual(again.status, 0, again.err)
+    self.assertEqual(self.path.read_text(), before)
+    beside = json.loads((self.path.parent / "4.2.json").read_text())
+    self.assertEqual((beside["simulator"]["settings"], beside["simulator"]["iterations"]),
+                     ("converged", 100))
+
+  def assert_refused(self, ran: commands.Ran, message: str) -> None:
+    self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""))
+
+  def test_refuses_bad_flags_and_missing_checkpoints_writing_nothing(self):
+    before = commands.folder_digest(self.run_dir)
+    self.assert_refused(
+        commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--policy=tf"),
+        "--policy='tf' is invalid: accepted policies are onnx, jax")
+    self.assert_refused(
+        commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--solver=fast"),
+        "--solver='fast' is invalid: accepted solvers are converged, mjx")
+    self.assert_refused(commands.run_main(sim2sim_cli.main),
+                        "give the run to check: --run_dir=runs/<run>")
+    self.assert_refused(
+        commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--step=3"),
+        f"no checkpoint at step 3 in {self.run_dir / 'checkpoints'}; saved steps: [2, 4]")
+    empty = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_empty_"))
+    (empty / "checkpoints").mkdir()
+    self.assert_refused(commands.run_main(sim2sim_cli.main, f"--run_dir={empty}"),
+                        f"no checkpoint in {empty / 'checkpoints'}")
+    self.assertEqual(commands.folder_digest(self.run_dir), before)
+
+
+if __name__ == "__main__":
+  absltest.main()
