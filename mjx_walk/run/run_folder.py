@@ -11,6 +11,8 @@ evaluation records.
     eval/<update>.json          each held-out evaluation record
     eval/<update>_traces.npz    one traced episode per stratum of an evaluation
     traces/<update>_<i>.npz     early-end traces of the batch audits
+    export/<update>/            the ONNX export of a checkpoint (`mjx_walk.run.onnx_policy`):
+                                policy.onnx and parity.json (re-exporting replaces both)
     plots/  videos/<update>/  report.md
 
 A run owns its folder. `RunFolder.create` refuses a folder that already holds anything, before
@@ -46,6 +48,7 @@ TRACES_SUFFIX = "_traces.npz"
 TRACES = "traces"
 PLOTS = "plots"
 VIDEOS = "videos"
+EXPORT = "export"
 REPORT = "report.md"
 DEFAULT_ROOT = pathlib.Path("runs")
 
@@ -121,6 +124,10 @@ class RunFolder:
 
   def videos_dir(self, update: int | None = None) -> pathlib.Path:
     return self.root / VIDEOS if update is None else self.root / VIDEOS / str(update)
+
+  def export_dir(self, update: int) -> pathlib.Path:
+    """Where the ONNX export of checkpoint `update` goes: `export/<update>/`."""
+    return self.root / EXPORT / str(update)
 
   # CREATING AND OPENING
 
