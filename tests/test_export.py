@@ -14,8 +14,10 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+import logging
 import pathlib
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import flax
@@ -66,6 +68,18 @@ def rollout() -> np.ndarray:
   return export_cli.rollout_observations(policy_lib.load(trained_run()), num_envs=7, steps=30)
 
 
+class LogRecords(logging.Handler):
+  """Collects the WARNING and higher records that reach the root logger, where absl's handler
+  would print them to stderr in a real command."""
+
+  def __init__(self):
+    super().__init__(logging.WARNING)
+    self.records: list[logging.LogRecord] = []
+
+  def emit(self, record: logging.LogRecord) -> None:
+    self.records.append(record)
+
+
 def read_metadata(path: pathlib.Path) -> dict:
   """The model's metadata_props, each value parsed from its JSON text, read with plain onnx."""
   return {prop.key: json.loads(prop.value) for prop in onnx.load(str(path)).metadata_props}
@@ -98,7 +112,13 @@ class ExportCommandTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.run_dir = trained_run()
-    cls.ran = commands.run_main(export_cli.main, f"--run_dir={cls.run_dir}")
+    cls.logs = LogRecords()
+    logging.getLogger().addHandler(cls.logs)
+    try:
+      cls.ran = commands.run_main(export_cli.main, f"--run_dir={cls.run_dir}")
+    finally:
+      logging.getLogger().removeHandler(cls.logs)
+    assert cls.ran.status == 0, cls.ran.err
     cls.folder = cls.run_dir / "export" / str(STEP)
     cls.model_path = cls.folder / "policy.onnx"
     cls.pol = policy_lib.load(cls.run_dir)
@@ -106,9 +126,11 @@ class ExportCommandTest(absltest.TestCase):
     cls.obs = rollout()  # [T, N, O]
 
   def test_prints_the_parity_and_the_files_written_and_nothing_else(self):
-    # Catches library logs (jax2onnx's plugin tracebacks, onnx_ir's warnings) in the output, a
-    # parity record that is not the one printed, and files written elsewhere.
+    # Catches library logs (jax2onnx's tracebacks for its plugins that fail to import, logged
+    # at the process's first conversion, and onnx_ir's warnings) in the output, a parity record
+    # that is not the one printed, and files written elsewhere.
     self.assertEqual((self.ran.status, self.ran.err), (0, ""))
+    self.assertEqual([f"{r.name}: {r.getMessage()}" for r in self.logs.records], [])
     self.assertEqual(run_folder.RunFolder(self.run_dir).export_dir(STEP), self.folder)
     record = json.loads((self.folder / "parity.json").read_text())
     self.assertEqual(self.ran.out, f"{export_cli.format_parity(record)}\n"
@@ -287,6 +309,24 @@ class RefusalTest(absltest.TestCase):
                         f"saved steps: [{STEP}]")
     self.assertEqual(commands.folder_digest(run_dir), before)
     self.assertFalse((run_dir / "export" / "3").exists())
+
+  def test_a_model_that_differs_from_the_policy_is_refused_and_nothing_is_written(self):
+    # Both outputs off by 1e-4, ten times the tolerance. Catches a parity check that never
+    # fails, and a command that writes (or replaces) the model before checking it.
+    exported_function = onnx_policy.exported_function
+
+    def off_by_1e4(pol, env):
+      act = exported_function(pol, env)
+      return lambda obs: tuple(out + 1e-4 for out in act(obs))
+
+    run_dir = trained_run()
+    before = commands.folder_digest(run_dir)
+    with mock.patch.object(onnx_policy, "exported_function", off_by_1e4):
+      ran = commands.run_main(export_cli.main, f"--run_dir={run_dir}")
+    self.assertEqual((ran.status, ran.out), (export_cli.EXIT_PARITY, ""))
+    self.assertRegex(ran.err, r"^error: the ONNX model differs from the JAX policy by up to "
+                     r"0\.0001 \(tolerance 1e-05\): .*; nothing was written\n$")
+    self.assertEqual(commands.folder_digest(run_dir), before)
 
   def test_without_a_run_folder(self):
     self.assert_refused(commands.run_main(export_cli.main),
