@@ -199,6 +199,11 @@ class ExportCommandTest(absltest.TestCase):
     mj_model = robot.mj_model
     meta = read_metadata(self.model_path)
     self.assertEqual(self.model.metadata, meta)
+    self.assertEqual(sorted(meta), sorted([
+        "run_name", "step", "env_steps", "manifest_hash", "joint_names", "default_pose",
+        "action_scale", "action_clip", "kp", "kd", "torque_limits", "pd_control", "control_hz",
+        "physics_timestep", "gait_hz", "observation_size", "action_size", "observation_layout",
+        "normalization_folded", "command_ranges", "versions"]))
     # Joint names straight from the MJCF's actuators, in actuator order.
     self.assertEqual(meta["joint_names"], [
         mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_JOINT, mj_model.actuator_trnid[i, 0])
@@ -208,8 +213,9 @@ class ExportCommandTest(absltest.TestCase):
     self.assertEqual((meta["action_scale"], meta["kp"], meta["kd"]),
                      (spec.action_scale, spec.kp, spec.kd))
     self.assertIn("joint damping", meta["pd_control"])
-    self.assertEqual((meta["action_clip"], meta["control_hz"], meta["physics_timestep"]),
-                     (cfg.env.action_clip, cfg.env.control_hz, cfg.env.physics_timestep))
+    self.assertEqual(
+        (meta["action_clip"], meta["control_hz"], meta["physics_timestep"], meta["gait_hz"]),
+        (cfg.env.action_clip, cfg.env.control_hz, cfg.env.physics_timestep, cfg.env.gait_hz))
     obs_size = self.pol.observation_spec.shape[-1]
     self.assertEqual((meta["observation_size"], meta["action_size"]), (obs_size, mj_model.nu))
     layout = meta["observation_layout"]

@@ -130,6 +130,7 @@ def metadata(pol: policy_lib.Policy, env: env_lib.LocomotionEnv) -> dict[str, An
       kp (N m/rad), kd (N m s/rad), torque_limits (N m [A]) and pd_control: the PD loop the
         policy was trained with (kd is the MJCF joint damping, see pd_control);
       control_hz: the policy rate; physics_timestep: the simulation step it was trained at, s;
+      gait_hz: the gait clock's frequency (0: the observation has no clock);
       observation_size, action_size: O and A;
       observation_layout: [{name, offset, size, units, description}] of each observation block,
         in order (the gait clock's definition is in its description);
@@ -160,6 +161,7 @@ def metadata(pol: policy_lib.Policy, env: env_lib.LocomotionEnv) -> dict[str, An
           "clamp (not an actuator kv)."),
       "control_hz": pol.config.env.control_hz,
       "physics_timestep": float(robot.mj_model.opt.timestep),
+      "gait_hz": pol.config.env.gait_hz,
       "observation_size": layout.size,
       "action_size": env.action_size,
       "observation_layout": layout.describe(),
