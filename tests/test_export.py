@@ -26,6 +26,7 @@ import mujoco
 import numpy as np
 import onnx
 
+from mjx_walk import config as config_lib
 from mjx_walk import export as export_cli
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
@@ -42,7 +43,8 @@ STEP = 2
 """The tiny run's one checkpoint: after one chunk of two updates."""
 
 
-def tiny_config():
+def tiny_config() -> config_lib.TrainConfig:
+  """The tiny test config (tests/configs.py), one chunk long."""
   return configs.tiny(chunks=1)
 
 
