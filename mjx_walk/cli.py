@@ -20,7 +20,7 @@ from absl import logging
 # in one process, and the commands' `main` functions are imported side by side by the tests.
 RUN_DIR = flags.DEFINE_string(
     "run_dir", None, "The run folder. train: the folder a new run writes into (default "
-    "runs/<UTC timestamp>); evaluate: the run to evaluate.")
+    "runs/<UTC timestamp>); evaluate, export: the run to read.")
 STEP = flags.DEFINE_integer(
     "step", None, "Checkpoint step (an update number); default the newest intact checkpoint.")
 

@@ -12,6 +12,8 @@ evaluation records.
     eval/<update>_traces.npz    one traced episode per stratum of an evaluation
     sim2sim/<update>.json       each second-simulator check (`python -m mjx_walk.sim2sim`)
     traces/<update>_<i>.npz     early-end traces of the batch audits
+    export/<update>/            the ONNX export of a checkpoint (`mjx_walk.run.onnx_policy`):
+                                policy.onnx and parity.json (re-exporting replaces both)
     plots/  videos/<update>/  report.md
 
 A run owns its folder. `RunFolder.create` refuses a folder that already holds anything, before
@@ -48,6 +50,7 @@ TRACES = "traces"
 SIM2SIM = "sim2sim"
 PLOTS = "plots"
 VIDEOS = "videos"
+EXPORT = "export"
 REPORT = "report.md"
 DEFAULT_ROOT = pathlib.Path("runs")
 
@@ -127,6 +130,10 @@ class RunFolder:
 
   def videos_dir(self, update: int | None = None) -> pathlib.Path:
     return self.root / VIDEOS if update is None else self.root / VIDEOS / str(update)
+
+  def export_dir(self, update: int) -> pathlib.Path:
+    """Where the ONNX export of checkpoint `update` goes: `export/<update>/`."""
+    return self.root / EXPORT / str(update)
 
   # CREATING AND OPENING
 

@@ -1,0 +1,349 @@
+"""Tests for the ONNX export (mjx_walk.run.onnx_policy) and the `python -m mjx_walk.export`
+command: the model against the JAX policy on observations of a real MJX rollout, its interface,
+its metadata against the robot and the config, the action clip, and the command's output, files
+and refusals (run in-process, tests/commands.py).
+
+One tiny run is trained once per module (one chunk of two PPO updates, so the observation
+normaliser holds real statistics) and exported once by the command. The references are written
+here in NumPy from the policy's `act`, the loaded robot and the config; the metadata is read with
+`onnx.load`, not with the package's loader.
+"""
+
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import json
+import logging
+import pathlib
+import tempfile
+from unittest import mock
+
+from absl.testing import absltest
+import flax
+import jax
+import mujoco
+import numpy as np
+import onnx
+
+from mjx_walk import config as config_lib
+from mjx_walk import export as export_cli
+from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.run import checkpoint
+from mjx_walk.run import onnx_policy
+from mjx_walk.run import policy as policy_lib
+from mjx_walk.run import run_folder
+from mjx_walk.sim import robots
+
+import commands
+import configs
+
+TOLERANCE = 1e-5
+STEP = 2
+"""The tiny run's one checkpoint: after one chunk of two updates."""
+
+
+def tiny_config() -> config_lib.TrainConfig:
+  """The tiny test config (tests/configs.py), one chunk long."""
+  return configs.tiny(chunks=1)
+
+
+@functools.cache
+def trained_run() -> pathlib.Path:
+  """A run folder (config, manifest, one checkpoint at update 2) of the tiny config trained for
+  one chunk. Built once per test process."""
+  cfg = tiny_config()
+  trainer = trainer_lib.make_trainer(cfg)
+  carry, _ = trainer.train_chunk(trainer.init(jax.random.key(0)))
+  run_dir = pathlib.Path(tempfile.mkdtemp(prefix="export_fixture_")) / "tiny_run"
+  run_folder.RunFolder.create(run_dir, cfg, trainer.manifest)
+  saver = checkpoint.Checkpointer(run_dir, cfg, trainer.manifest)
+  saver.save(carry, wall_seconds=0.0)
+  saver.close()
+  return run_dir
+
+
+@functools.cache
+def rollout() -> np.ndarray:
+  """float32 [30, 7, O]: the policy observations of the command's own rollout (30 steps of 7
+  panel envs) for the tiny run's policy."""
+  return export_cli.rollout_observations(policy_lib.load(trained_run()), num_envs=7, steps=30)
+
+
+class LogRecords(logging.Handler):
+  """Collects the WARNING and higher records that reach the root logger, where absl's handler
+  would print them to stderr in a real command."""
+
+  def __init__(self):
+    super().__init__(logging.WARNING)
+    self.records: list[logging.LogRecord] = []
+
+  def emit(self, record: logging.LogRecord) -> None:
+    self.records.append(record)
+
+
+def read_metadata(path: pathlib.Path) -> dict:
+  """The model's metadata_props, each value parsed from its JSON text, read with plain onnx."""
+  return {prop.key: json.loads(prop.value) for prop in onnx.load(str(path)).metadata_props}
+
+
+def max_diffs(model: onnx_policy.OnnxPolicy, pol: policy_lib.Policy, obs: np.ndarray,
+              batch: int) -> tuple[float, float]:
+  """(action, joint targets) max abs differences over `obs` [K, O] in batches of `batch`,
+  against the JAX action clipped in NumPy and targets computed from it in NumPy."""
+  robot = robots.load(pol.config.env.robot)
+  clip = pol.config.env.action_clip
+  worst_action = worst_targets = 0.0
+  for start in range(0, len(obs), batch):
+    x = obs[start:start + batch]  # [batch, O]
+    action, targets = model.act(x)
+    assert action.shape == targets.shape == (batch, robot.num_actions), action.shape
+    assert action.dtype == targets.dtype == np.float32
+    expected = np.clip(np.asarray(pol.act(x)), -clip, clip)  # [batch, A]
+    expected_targets = (robot.default_pose.astype(np.float32)
+                        + np.float32(robot.spec.action_scale) * expected)
+    worst_action = max(worst_action, float(np.abs(action - expected).max()))
+    worst_targets = max(worst_targets, float(np.abs(targets - expected_targets).max()))
+  return worst_action, worst_targets
+
+
+class ExportCommandTest(absltest.TestCase):
+  """The command run once on the tiny run; its model checked against the JAX policy."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.run_dir = trained_run()
+    cls.logs = LogRecords()
+    logging.getLogger().addHandler(cls.logs)
+    try:
+      cls.ran = commands.run_main(export_cli.main, f"--run_dir={cls.run_dir}")
+    finally:
+      logging.getLogger().removeHandler(cls.logs)
+    assert cls.ran.status == 0, cls.ran.err
+    cls.folder = cls.run_dir / "export" / str(STEP)
+    cls.model_path = cls.folder / "policy.onnx"
+    cls.pol = policy_lib.load(cls.run_dir)
+    cls.model = onnx_policy.OnnxPolicy(cls.model_path)
+    cls.obs = rollout()  # [T, N, O]
+
+  def test_prints_the_parity_and_the_files_written_and_nothing_else(self):
+    # Catches library logs (jax2onnx's tracebacks for its plugins that fail to import, logged
+    # at the process's first conversion, and onnx_ir's warnings) in the output, a parity record
+    # that is not the one printed, and files written elsewhere.
+    self.assertEqual((self.ran.status, self.ran.err), (0, ""))
+    self.assertEqual([f"{r.name}: {r.getMessage()}" for r in self.logs.records], [])
+    self.assertEqual(run_folder.RunFolder(self.run_dir).export_dir(STEP), self.folder)
+    record = json.loads((self.folder / "parity.json").read_text())
+    self.assertEqual(self.ran.out, f"{export_cli.format_parity(record)}\n"
+                     f"wrote {self.model_path}\nwrote {self.folder / 'parity.json'}\n")
+    self.assertEqual(sorted(p.name for p in self.folder.iterdir()),
+                     ["parity.json", "policy.onnx"])
+    self.assertEqual(record["step"], STEP)
+    self.assertEqual(record["policy_sha256"],
+                     hashlib.sha256(self.model_path.read_bytes()).hexdigest())
+    self.assertEqual(sorted(record["max_abs_diff"]), ["1", "2", "7"])
+    for diffs in record["max_abs_diff"].values():
+      self.assertLessEqual(max(diffs["action"], diffs["joint_targets"]), TOLERANCE)
+
+  def test_the_observations_come_from_a_real_rollout(self):
+    # Catches a parity check fed zeros, one repeated observation, or an unstepped env. The
+    # trunk's gravity direction is read through the layout the model's metadata gives.
+    layout = {b["name"]: b for b in self.model.metadata["observation_layout"]}
+    self.assertEqual(self.obs.shape, (30, 7, self.pol.observation_spec.shape[-1]))
+    self.assertTrue(np.isfinite(self.obs).all())
+    gravity = layout["projected_gravity"]
+    down = self.obs[..., gravity["offset"]:gravity["offset"] + 3]  # [T, N, 3]
+    np.testing.assert_allclose(np.linalg.norm(down, axis=-1), 1.0, atol=1e-4)
+    self.assertTrue((down[..., 2] < -0.8).all())  # standing, within 37 degrees of level
+    joint_vel = layout["joint_vel"]
+    velocities = self.obs[..., joint_vel["offset"]:joint_vel["offset"] + joint_vel["size"]]
+    self.assertGreater(np.abs(velocities).max(), 1e-3)
+    self.assertGreater(np.abs(np.diff(self.obs, axis=0)).max(), 1e-3)  # it moves in time
+    self.assertGreater(np.abs(self.obs[:, 1:] - self.obs[:, :1]).max(), 1e-3)  # envs differ
+
+  def test_the_model_matches_the_jax_policy_at_batch_sizes_1_2_and_7(self):
+    # Catches a model without the normaliser or with other statistics, another actor, a wrong
+    # standing pose or action scale, and a batch dimension that is not really symbolic.
+    obs = self.obs.reshape(-1, self.obs.shape[-1])  # [210, O]
+    # The normaliser moves the action here, so a model that skipped it could not pass.
+    raw = policy_lib.mean_action(self.pol.networks, False, self.pol.params, obs)
+    self.assertGreater(np.abs(np.asarray(raw) - np.asarray(self.pol.act(obs))).max(), 1e-2)
+    for batch in (1, 2, 7):
+      with self.subTest(batch=batch):
+        action_diff, targets_diff = max_diffs(self.model, self.pol, obs, batch)
+        self.assertLessEqual(action_diff, TOLERANCE)
+        self.assertLessEqual(targets_diff, TOLERANCE)
+
+  def test_one_input_obs_with_a_symbolic_batch_and_two_outputs(self):
+    graph = onnx.load(str(self.model_path)).graph
+    obs_size = self.pol.observation_spec.shape[-1]
+    action_size = robots.load(self.pol.config.env.robot).num_actions
+
+    def signature(values):
+      return [(v.name, v.type.tensor_type.elem_type,
+               [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim])
+              for v in values]
+
+    batch = graph.input[0].type.tensor_type.shape.dim[0].dim_param
+    self.assertNotEqual(batch, "")
+    float32 = onnx.TensorProto.FLOAT
+    self.assertEqual(signature(graph.input), [("obs", float32, [batch, obs_size])])
+    self.assertEqual(signature(graph.output), [("action", float32, [batch, action_size]),
+                                               ("joint_targets", float32, [batch, action_size])])
+
+  def test_the_metadata_holds_the_robot_and_config_values(self):
+    # Catches a value hard-coded or taken from elsewhere than the robot, the config, the manifest
+    # and the checkpoint, and joints listed out of actuator order.
+    cfg = tiny_config()
+    spec = robots.ROBOT_SPECS[cfg.env.robot]
+    robot = robots.load(cfg.env.robot)
+    mj_model = robot.mj_model
+    meta = read_metadata(self.model_path)
+    self.assertEqual(self.model.metadata, meta)
+    self.assertEqual(sorted(meta), sorted([
+        "run_name", "step", "env_steps", "manifest_hash", "joint_names", "default_pose",
+        "action_scale", "action_clip", "kp", "kd", "torque_limits", "pd_control", "control_hz",
+        "physics_timestep", "gait_hz", "observation_size", "action_size", "observation_layout",
+        "normalization_folded", "command_ranges", "versions"]))
+    # Joint names straight from the MJCF's actuators, in actuator order.
+    self.assertEqual(meta["joint_names"], [
+        mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_JOINT, mj_model.actuator_trnid[i, 0])
+        for i in range(mj_model.nu)])
+    np.testing.assert_allclose(meta["default_pose"], robot.default_pose, rtol=0, atol=0)
+    np.testing.assert_allclose(meta["torque_limits"], mj_model.actuator_forcerange[:, 1])
+    self.assertEqual((meta["action_scale"], meta["kp"], meta["kd"]),
+                     (spec.action_scale, spec.kp, spec.kd))
+    self.assertIn("joint damping", meta["pd_control"])
+    self.assertEqual(
+        (meta["action_clip"], meta["control_hz"], meta["physics_timestep"], meta["gait_hz"]),
+        (cfg.env.action_clip, cfg.env.control_hz, cfg.env.physics_timestep, cfg.env.gait_hz))
+    obs_size = self.pol.observation_spec.shape[-1]
+    self.assertEqual((meta["observation_size"], meta["action_size"]), (obs_size, mj_model.nu))
+    layout = meta["observation_layout"]
+    self.assertEqual([b["offset"] for b in layout],
+                     list(np.cumsum([0] + [b["size"] for b in layout])[:-1]))
+    self.assertEqual(sum(b["size"] for b in layout), obs_size)
+    self.assertEqual([b["name"] for b in layout],
+                     ["base_lin_vel", "base_ang_vel", "projected_gravity", "command", "joint_pos",
+                      "joint_vel", "last_action", "gait_clock"])
+    self.assertTrue(all(b["units"] and b["description"] for b in layout))
+    self.assertIn(f"{cfg.env.gait_hz:g} / {cfg.env.control_hz:g}", layout[-1]["description"])
+    for section, ranges in (("train", cfg.families), ("panel", cfg.panel)):
+      self.assertEqual(meta["command_ranges"][section], {
+          name: list(getattr(ranges, name)) for name in (
+              "command_vx", "command_vy", "command_yaw_rate", "command_resample_seconds")})
+    manifest = json.loads((self.run_dir / "manifest.json").read_text())
+    self.assertEqual(
+        (meta["run_name"], meta["step"], meta["env_steps"], meta["manifest_hash"]),
+        ("tiny_run", STEP, STEP * cfg.num_envs * cfg.unroll_length, manifest["hash"]))
+    self.assertIs(meta["normalization_folded"], cfg.ppo.normalize_observations)
+    self.assertEqual(meta["versions"], {
+        "mjx_walk": importlib.metadata.version("mjx_walk"), "jax": jax.__version__,
+        "flax": flax.__version__, "mujoco": mujoco.__version__,
+        "mujoco-mjx": importlib.metadata.version("mujoco-mjx"),
+        "jax2onnx": importlib.metadata.version("jax2onnx"), "onnx": onnx.__version__})
+
+  def test_exporting_again_replaces_both_files(self):
+    # Catches a second export that appends, refuses, leaves a temporary file behind, or
+    # writes in place (same inode) rather than renaming a finished file into place.
+    before = {name: (self.folder / name).stat().st_ino for name in ("policy.onnx", "parity.json")}
+    ran = commands.run_main(export_cli.main, f"--run_dir={self.run_dir}", f"--step={STEP}")
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    self.assertEqual(sorted(p.name for p in self.folder.iterdir()),
+                     ["parity.json", "policy.onnx"])
+    for name, inode in before.items():
+      self.assertNotEqual((self.folder / name).stat().st_ino, inode, name)
+    record = json.loads((self.folder / "parity.json").read_text())
+    self.assertEqual(record["policy_sha256"],
+                     hashlib.sha256(self.model_path.read_bytes()).hexdigest())
+
+
+class ActionClipTest(absltest.TestCase):
+
+  def test_actions_beyond_the_clip_are_clipped_to_the_configs_bound(self):
+    # The actor's output layer is scaled 50-fold and the clip set to 0.5 (not the default 5),
+    # so most raw actions lie outside it. Catches a model without the clip, a clip on the
+    # targets only, and a clip bound taken from anywhere but the config.
+    pol = policy_lib.load(trained_run())
+    clip = 0.5
+    actor = jax.tree_util.tree_map_with_path(
+        lambda path, x: x * 50.0 if "out" in jax.tree_util.keystr(path) else x,
+        pol.params.actor)
+    env_cfg = dataclasses.replace(pol.config.env, action_clip=clip)
+    big = dataclasses.replace(pol, params=pol.params.replace(actor=actor),
+                              config=dataclasses.replace(pol.config, env=env_cfg))
+    model_bytes = onnx_policy.to_model(big).SerializeToString()
+    model = onnx_policy.OnnxPolicy(model_bytes)
+    obs = rollout()[:2].reshape(14, -1)  # [14, O]: two steps of seven envs
+    raw = np.asarray(big.act(obs))  # [14, A]
+    self.assertGreater((np.abs(raw) > 2 * clip).mean(), 0.5)
+    action, targets = model.act(obs)
+    self.assertEqual(np.abs(action).max(), np.float32(clip))
+    np.testing.assert_allclose(action, np.clip(raw, -clip, clip), rtol=0, atol=TOLERANCE)
+    robot = robots.load(pol.config.env.robot)
+    np.testing.assert_allclose(
+        targets, robot.default_pose + robot.spec.action_scale * np.clip(raw, -clip, clip),
+        rtol=0, atol=TOLERANCE)
+    self.assertEqual(model.metadata["action_clip"], clip)
+
+
+class RefusalTest(absltest.TestCase):
+  """Each refusal is one `error:` line with status 2, and nothing is created."""
+
+  def assert_refused(self, ran: commands.Ran, message: str) -> None:
+    self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""))
+
+  def test_a_run_folder_without_checkpoints(self):
+    root = pathlib.Path(self.create_tempdir().full_path)
+    (root / "checkpoints").mkdir()
+    ran = commands.run_main(export_cli.main, f"--run_dir={root}")
+    self.assert_refused(ran, f"no checkpoint in {root.resolve() / 'checkpoints'}")
+    self.assertEqual([p.name for p in root.iterdir()], ["checkpoints"])
+    self.assertEqual(list((root / "checkpoints").iterdir()), [])
+
+  def test_a_missing_run_folder(self):
+    missing = pathlib.Path(self.create_tempdir().full_path) / "no_run"
+    ran = commands.run_main(export_cli.main, f"--run_dir={missing}")
+    self.assert_refused(ran, f"{missing.resolve()} is neither a run folder (with checkpoints/) "
+                        "nor a checkpoint folder (<run>/checkpoints/<step>)")
+    self.assertFalse(missing.exists())
+
+  def test_a_step_that_was_not_saved(self):
+    run_dir = trained_run()
+    before = commands.folder_digest(run_dir)
+    ran = commands.run_main(export_cli.main, f"--run_dir={run_dir}", "--step=3")
+    self.assert_refused(ran, f"no checkpoint at step 3 in {run_dir.resolve() / 'checkpoints'}; "
+                        f"saved steps: [{STEP}]")
+    self.assertEqual(commands.folder_digest(run_dir), before)
+    self.assertFalse((run_dir / "export" / "3").exists())
+
+  def test_a_model_that_differs_from_the_policy_is_refused_and_nothing_is_written(self):
+    # Both outputs off by 1e-4, ten times the tolerance. Catches a parity check that never
+    # fails, and a command that writes (or replaces) the model before checking it.
+    exported_function = onnx_policy.exported_function
+
+    def off_by_1e4(pol, env):
+      act = exported_function(pol, env)
+      return lambda obs: tuple(out + 1e-4 for out in act(obs))
+
+    run_dir = trained_run()
+    before = commands.folder_digest(run_dir)
+    with mock.patch.object(onnx_policy, "exported_function", off_by_1e4):
+      ran = commands.run_main(export_cli.main, f"--run_dir={run_dir}")
+    self.assertEqual((ran.status, ran.out), (export_cli.EXIT_PARITY, ""))
+    self.assertRegex(ran.err, r"^error: the ONNX model differs from the JAX policy by up to "
+                     r"0\.0001 \(tolerance 1e-05\): .*; nothing was written\n$")
+    self.assertEqual(commands.folder_digest(run_dir), before)
+
+  def test_without_a_run_folder(self):
+    self.assert_refused(commands.run_main(export_cli.main),
+                        "give the run to export: --run_dir=runs/<run>")
+
+  def test_a_positional_argument(self):
+    self.assert_refused(commands.run_main(export_cli.main, "--run_dir=runs/a", "extra"),
+                        "unexpected arguments: ['extra']")
+
+
+if __name__ == "__main__":
+  absltest.main()
