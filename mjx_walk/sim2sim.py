@@ -19,9 +19,11 @@ from absl import app
 from absl import flags
 
 from mjx_walk import cli
+from mjx_walk.analysis import onnx_export
 from mjx_walk.analysis import sim2sim
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
+from mjx_walk.run import onnx_policy
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 
@@ -37,11 +39,10 @@ def _actor(pol: policy_lib.Policy, kind: str) -> sim2sim.Act:
   """The policy C MuJoCo runs: the step's ONNX export (written first if missing) or JAX."""
   if kind == "jax":
     return pol.act
-  from mjx_walk.run import onnx_policy  # pylint: disable=import-outside-toplevel
   path = run_folder.RunFolder(pol.run_dir).export_dir(pol.step) / onnx_policy.FILENAME
   if not path.is_file():
-    print(f"exporting {path} ...")
-    onnx_policy.export(pol, path)
+    record, _ = onnx_export.export(pol)
+    print(f"exported {path}\n{onnx_export.format_parity(record)}")
   exported = onnx_policy.OnnxPolicy(path)
   return lambda obs: exported.act(obs)[0]
 
@@ -51,7 +52,8 @@ def main(argv: list[str]) -> None:
 
   Raises:
     SystemExit: status 2, with the reason on stderr, for a bad flag, a missing run folder or a
-      step without a checkpoint; nothing is written then.
+      step without a checkpoint; status 1 when the step's ONNX export fails its parity check.
+      Nothing is written then.
   """
   cli.quiet_library_logs()
   if len(argv) > 1:
@@ -68,7 +70,11 @@ def main(argv: list[str]) -> None:
     pol = policy_lib.load(cli.RUN_DIR.value, cli.STEP.value)
   except checkpoint.CheckpointError as error:
     cli.refuse(str(error))
-  record = sim2sim.check(pol, _actor(pol, _POLICY.value), _POLICY.value, _SOLVER.value)
+  try:
+    act = _actor(pol, _POLICY.value)
+  except onnx_export.ParityError as error:
+    cli.refuse(str(error), status=1)
+  record = sim2sim.check(pol, act, _POLICY.value, _SOLVER.value)
   folder = run_folder.RunFolder(pol.run_dir)
   path = folder.write_sim2sim(record)
   with ledger.Ledger(folder.ledger_path) as run_ledger:

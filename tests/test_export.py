@@ -28,6 +28,7 @@ import onnx
 
 from mjx_walk import config as config_lib
 from mjx_walk import export as export_cli
+from mjx_walk.analysis import onnx_export
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import onnx_policy
@@ -67,7 +68,7 @@ def trained_run() -> pathlib.Path:
 def rollout() -> np.ndarray:
   """float32 [30, 7, O]: the policy observations of the command's own rollout (30 steps of 7
   panel envs) for the tiny run's policy."""
-  return export_cli.rollout_observations(policy_lib.load(trained_run()), num_envs=7, steps=30)
+  return onnx_export.rollout_observations(policy_lib.load(trained_run()), num_envs=7, steps=30)
 
 
 class LogRecords(logging.Handler):
@@ -135,7 +136,7 @@ class ExportCommandTest(absltest.TestCase):
     self.assertEqual([f"{r.name}: {r.getMessage()}" for r in self.logs.records], [])
     self.assertEqual(run_folder.RunFolder(self.run_dir).export_dir(STEP), self.folder)
     record = json.loads((self.folder / "parity.json").read_text())
-    self.assertEqual(self.ran.out, f"{export_cli.format_parity(record)}\n"
+    self.assertEqual(self.ran.out, f"{onnx_export.format_parity(record)}\n"
                      f"wrote {self.model_path}\nwrote {self.folder / 'parity.json'}\n")
     self.assertEqual(sorted(p.name for p in self.folder.iterdir()),
                      ["parity.json", "policy.onnx"])

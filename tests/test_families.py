@@ -372,6 +372,10 @@ class PhysicsTest(chex.TestCase):
         differ[jax.tree_util.keystr(path)] = (np.asarray(before), np.asarray(after))
     self.assertEqual(set(differ), {".geom_friction", ".body_mass", ".body_ipos", ".dof_damping",
                                    ".actuator_gainprm", ".actuator_biasprm", ".opt.gravity"})
+    # Another simulator applies a family by copying MODEL_FIELDS (and building the slope): the
+    # list must name every field written but gravity.
+    self.assertEqual({f".{name}" for name in families.MODEL_FIELDS} | {".opt.gravity"},
+                     set(differ))
 
     def only(name, mask):
       before, after = differ[name]

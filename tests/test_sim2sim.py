@@ -20,7 +20,7 @@ import numpy as np
 
 from mjx_walk import sim2sim as sim2sim_cli
 from mjx_walk import train as train_lib
-from mjx_walk.analysis import panel
+from mjx_walk.analysis import report
 from mjx_walk.analysis import sim2sim
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
@@ -216,6 +216,10 @@ class Sim2SimCommandTest(absltest.TestCase):
     cls.ran = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}", "--policy=jax",
                                 "--solver=mjx")
     cls.path = run_folder.RunFolder(cls.run_dir).sim2sim_dir / "4.json"
+    # The ONNX export in the loop (the default), exported by the command since step 4 has none.
+    cls.ran_onnx = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}",
+                                     "--solver=mjx")
+    cls.onnx_path = cls.path.parent / "4.2.json"
 
   def test_writes_the_record_and_prints_the_table(self):
     self.assertEqual(self.ran.status, 0, self.ran.err)
@@ -248,14 +252,40 @@ class Sim2SimCommandTest(absltest.TestCase):
       self.assertGreater(m["lin_vel_error"], 0.05, stratum)  # commands are tracked, not zero
       self.assertTrue(saved["gap"][stratum]["within_targets"], stratum)
 
-  def test_a_second_check_of_another_kind_goes_beside_the_first(self):
+  def test_the_onnx_export_in_the_loop_plays_as_the_jax_policy(self):
+    # Catches an ONNX loop fed another observation layout or batch order than the JAX one.
+    self.assertEqual(self.ran_onnx.status, 0, self.ran_onnx.err)
+    export = run_folder.RunFolder(self.run_dir).export_dir(4)
+    self.assertTrue((export / "policy.onnx").is_file())
+    self.assertIn(f"exported {export / 'policy.onnx'}", self.ran_onnx.out)
+    with_onnx, with_jax = (json.loads(p.read_text()) for p in (self.onnx_path, self.path))
+    self.assertEqual((with_onnx["policy"], with_jax["policy"]), ("onnx", "jax"))
+    for stratum, c in with_onnx["strata"].items():
+      reference = with_jax["strata"][stratum]
+      self.assertEqual(c["reset"], reference["reset"], stratum)
+      self.assertAlmostEqual(c["lin_vel_error"], reference["lin_vel_error"], delta=0.01,
+                             msg=stratum)
+      self.assertAlmostEqual(c["yaw_rate_error"], reference["yaw_rate_error"], delta=0.05,
+                             msg=stratum)
+
+  def test_the_converged_solver_check_goes_beside_the_others(self):
     before = self.path.read_text()
     again = commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--policy=jax")
     self.assertEqual(again.status, 0, again.err)
     self.assertEqual(self.path.read_text(), before)
-    beside = json.loads((self.path.parent / "4.2.json").read_text())
-    self.assertEqual((beside["simulator"]["settings"], beside["simulator"]["iterations"]),
-                     ("converged", 100))
+    beside = json.loads((self.path.parent / "4.3.json").read_text())
+    self.assertEqual((beside["simulator"]["settings"], beside["simulator"]["iterations"],
+                      beside["simulator"]["tolerance"]), ("converged", 100, 1e-10))
+
+  def test_the_report_shows_the_latest_check(self):
+    folder = run_folder.RunFolder.open(self.run_dir)
+    records = ledger.read_run(self.run_dir)
+    path = report.write_report(self.run_dir, records, folder.read_config(),
+                               folder.read_manifest(), plots=[])
+    text = path.read_text()
+    latest = ledger.latest(records, "sim2sim")
+    self.assertIn("## Second simulator", text)
+    self.assertIn(ledger.format_sim2sim(latest), text)
 
   def assert_refused(self, ran: commands.Ran, message: str) -> None:
     self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""))

@@ -6,7 +6,8 @@
                                                             # render it, then the report
 
 This module owns what a run looks like to a reader: `report.md` holds the recipe, the manifest
-summary, the latest evaluation table, the plots (`mjx_walk.analysis.plots`), the videos with their
+summary, the latest evaluation table, the latest second-simulator table
+(`mjx_walk.analysis.sim2sim`), the plots (`mjx_walk.analysis.plots`), the videos with their
 captions (`mjx_walk.analysis.videos`) and the audit flags in plain words
 (`mjx_walk.analysis.flags`). `build` writes the plots and the report from the files in the run
 folder, after the fact; with videos it first renders saved evaluation traces
@@ -86,10 +87,25 @@ def _flags_section(records: Sequence[dict[str, Any]], config: config_lib.TrainCo
   return lines + [f"- {flag}" for flag in raised] + [""]
 
 
+def _sim2sim_section(records: Sequence[dict[str, Any]]) -> list[str]:
+  lines = ["## Second simulator", ""]
+  check = ledger.latest(records, "sim2sim")
+  if check is None:
+    return lines + ["No second-simulator check yet: `python -m mjx_walk.sim2sim --run_dir=<run>` "
+                    "replays the held-out panel in C MuJoCo.", ""]
+  missed = [name for name, gap in check["gap"].items() if not gap["within_targets"]]
+  verdict = ("every stratum is within the targets" if not missed else
+             f"outside the targets: {', '.join(missed)}")
+  return lines + [f"The held-out panel replayed in C MuJoCo with the {check['policy']} policy in "
+                  f"the loop, beside MJX's evaluation of the same checkpoint; {verdict}.", "",
+                  "```", ledger.format_sim2sim(check), "```", ""]
+
+
 def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
                  config: config_lib.TrainConfig, manifest: families.Manifest,
                  plots: Sequence[plots_lib.Plot], video_update: int | None = None) -> pathlib.Path:
-  """Writes `<run_dir>/report.md`: recipe, manifest summary, latest evaluation, plots, the
+  """Writes `<run_dir>/report.md`: recipe, manifest summary, latest evaluation, the latest
+  second-simulator check, plots, the
   videos of `video_update` (default the newest rendered) with their captions, and the audit
   flags in plain words.
 
@@ -110,6 +126,7 @@ def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
   lines += ["## Latest evaluation", "", "```",
             ledger.format_eval_table(evaluation) if evaluation else "no evaluation yet",
             "```", ""]
+  lines += _sim2sim_section(records)
   lines += ["## Plots", ""]
   for plot in plots:
     lines.append(f"### {plot.title}")

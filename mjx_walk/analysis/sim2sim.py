@@ -184,13 +184,17 @@ class CMuJoCoPanel:
     start = jax.device_get(self._step_fns["reset"](self.reset_keys, self.family_params))
     gravity = np.asarray(self.family_params.gravity, np.float64)  # [N, 3]
     num_families = len(self.manifest.eval_families)
+    models = {}  # family -> its floor's model, compiled once
     worlds = []
     for j in range(self.num_envs):
+      family = j % num_families
       rotation = floor_rotation(gravity[j])
-      level = np.array_equal(rotation, np.eye(3))
-      model = copy.copy(self._nominal) if level else self._inclined(rotation)
+      if family not in models:
+        level = np.array_equal(rotation, np.eye(3))
+        models[family] = self._nominal if level else self._inclined(rotation)
+      model = copy.copy(models[family])
       for name, values in self._family_fields.items():
-        getattr(model, name)[:] = values[j % num_families]
+        getattr(model, name)[:] = values[family]
       data = mujoco.MjData(model)
       qpos = np.asarray(start.data.qpos[j], np.float64)
       qvel = np.asarray(start.data.qvel[j], np.float64)
