@@ -53,6 +53,13 @@ FINITE = ("tests/test_config.py::ValidateTest",)
 SCHEDULE = ("tests/test_train_schedule.py",)
 LAYERS = ("tests/test_layers.py",)
 CONFIG = ("tests/test_config.py",)
+OBSERVATIONS = ("tests/test_observations.py",)
+WORLDS = ("tests/test_sim2sim.py::WorldsTest",)
+SIM2SIM_COMMAND = ("tests/test_sim2sim.py::Sim2SimCommandTest::test_c_mujoco_with_mjx_solver_"
+                   "settings_agrees_with_mjx",)
+EXPORT_PARITY = ("tests/test_export.py::ExportCommandTest::test_the_model_matches_the_jax_"
+                 "policy_at_batch_sizes_1_2_and_7",)
+EXPORT_CLIP = ("tests/test_export.py::ActionClipTest",)
 PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
                "signals_restores_and_resumes_bit_for_bit",)
 
@@ -169,6 +176,31 @@ MUTANTS = (
            "    \"metrics_audit_last_contact\": \"signals_last_contact\",\n",
            "    \"metrics_audit_contact\": \"signals_last_contact\",\n"
            "    \"metrics_audit_last_contact\": \"signals_contact\",\n", PRE_SIGNALS),
+    # Leaving the JAX process: the observation turned by the trunk's rotation instead of its
+    # inverse; the C MuJoCo slope left a level floor; heights read along world z instead of the
+    # floor's normal; a family's draw not copied into its world; the gait clock stopped in the
+    # replay; the ONNX model without the normalizer, or without the clip.
+    Mutant("observation_rotated_forward", "mjx_walk/sim/observations.py",
+           "  w, xyz = quat[..., :1], -quat[..., 1:]\n",
+           "  w, xyz = quat[..., :1], quat[..., 1:]\n", OBSERVATIONS),
+    Mutant("sim2sim_slope_left_level", "mjx_walk/analysis/sim2sim.py",
+           "models[family] = self._nominal if level else self._inclined(rotation)",
+           "models[family] = self._nominal", WORLDS),
+    Mutant("sim2sim_height_along_world_z", "mjx_walk/analysis/sim2sim.py",
+           "np.array([w.rotation[:, 2] @ w.data.qpos[0:3] for w in worlds], np.float32)",
+           "np.array([w.data.qpos[2] for w in worlds], np.float32)", WORLDS),
+    Mutant("sim2sim_family_not_applied", "mjx_walk/analysis/sim2sim.py",
+           "        getattr(model, name)[:] = values[family]\n",
+           "        pass\n", WORLDS),
+    Mutant("sim2sim_clock_stopped", "mjx_walk/analysis/sim2sim.py",
+           "      gait_phase = np.asarray(self._step_fns[\"clock\"](gait_phase))\n",
+           "      gait_phase = np.asarray(gait_phase)\n", SIM2SIM_COMMAND),
+    Mutant("onnx_without_normalizer", "mjx_walk/run/onnx_policy.py",
+           "  normalize = pol.config.ppo.normalize_observations\n",
+           "  normalize = False\n", EXPORT_PARITY),
+    Mutant("onnx_without_clip", "mjx_walk/run/onnx_policy.py",
+           "    action = jnp.clip(policy_lib.mean_action(nets, normalize, params, obs), -clip, clip)",
+           "    action = policy_lib.mean_action(nets, normalize, params, obs)", EXPORT_CLIP),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

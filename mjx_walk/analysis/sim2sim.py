@@ -106,13 +106,16 @@ class CMuJoCoPanel:
     config: the run's config; its `panel` section defines the panel.
     manifest: the run's manifest (its evaluation families).
     solver: a key of `SOLVERS`.
+    settings: other solver settings (`mujoco.MjOption` fields and values), recorded as "custom";
+      for experiments that sweep them. Only with `solver` left at its default.
   """
 
   def __init__(self, config: config_lib.TrainConfig, manifest: families.Manifest,
-               solver: str = "converged"):
+               solver: str = "converged", settings: dict[str, float] | None = None):
     if solver not in SOLVERS:
       raise ValueError(f"solver {solver!r} is invalid: accepted solvers are {', '.join(SOLVERS)}")
-    self.solver = solver
+    self.solver = solver if settings is None else "custom"
+    self._settings = SOLVERS[solver] if settings is None else dict(settings)
     self.config = config
     self.manifest = manifest
     self.env = env_lib.LocomotionEnv(panel.panel_config(config))
@@ -130,7 +133,7 @@ class CMuJoCoPanel:
   def _configure(self, model: mujoco.MjModel) -> mujoco.MjModel:
     """Sets the run's physics timestep, the solver settings and vertical gravity."""
     model.opt.timestep = float(self.env.model.opt.timestep)
-    for name, value in SOLVERS[self.solver].items():
+    for name, value in self._settings.items():
       setattr(model.opt, name, value)
     model.opt.gravity[:] = (0.0, 0.0, -families.STANDARD_GRAVITY)
     return model
