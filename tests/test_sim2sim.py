@@ -176,6 +176,17 @@ class WorldsTest(absltest.TestCase):
     standing, _ = world.judge(worlds, ok, np.zeros(2, bool), steps, commands_)
     np.testing.assert_array_equal(standing, [R.NONE, R.NONE])
     self.assertEqual([world.body_contact(w) for w in worlds], [False, False])
+    # Walk the slope's robot 3 m downhill along its floor: still standing on it, though its
+    # world height is now below zero.
+    inclined = worlds[0]
+    downhill = -inclined.rotation[2, :2] / np.linalg.norm(inclined.rotation[2, :2])
+    floor_frame = inclined.rotation.T @ inclined.data.qpos[0:3]
+    floor_frame[:2] += 3.0 * downhill
+    inclined.data.qpos[0:3] = inclined.rotation @ floor_frame
+    mujoco.mj_forward(inclined.model, inclined.data)
+    self.assertLess(inclined.data.qpos[2], 0.0)
+    downhill_reason, _ = world.judge(worlds, ok, np.zeros(2, bool), steps, commands_)
+    np.testing.assert_array_equal(downhill_reason, [R.NONE, R.NONE])
     # Lower the trunk to 5 cm above each floor, keeping its pose relative to the floor.
     for w in worlds:
       floor_frame = w.rotation.T @ w.data.qpos[0:3]
