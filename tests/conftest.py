@@ -24,7 +24,7 @@ def pytest_configure(config):
   flags.FLAGS.mark_as_parsed()
 
 
-# The longest files first (cold compilation cache, 2 workers): pytest-xdist hands out whole files
+# The longest files first (cold compilation cache): pytest-xdist hands out whole files
 # (`--dist loadfile`) in collection order, so a long file collected last would run alone at the
 # end. Ordered by their summed test durations on a cold cache (`pytest --durations=0`,
 # 2026-12-01: test_env 190 s, test_checkpoint 180 s, test_trainer 170 s, test_notebooks 121 s,
