@@ -16,7 +16,6 @@ import importlib.metadata
 import json
 import logging
 import pathlib
-import tempfile
 from unittest import mock
 
 from absl.testing import absltest
@@ -29,8 +28,6 @@ import onnx
 from mjx_walk import config as config_lib
 from mjx_walk import export as export_cli
 from mjx_walk.analysis import onnx_export
-from mjx_walk.learn import trainer as trainer_lib
-from mjx_walk.run import checkpoint
 from mjx_walk.run import onnx_policy
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
@@ -38,6 +35,7 @@ from mjx_walk.sim import robots
 
 import commands
 import configs
+import runs
 
 TOLERANCE = 1e-5
 STEP = 2
@@ -53,15 +51,7 @@ def tiny_config() -> config_lib.TrainConfig:
 def trained_run() -> pathlib.Path:
   """A run folder (config, manifest, one checkpoint at update 2) of the tiny config trained for
   one chunk. Built once per test process."""
-  cfg = tiny_config()
-  trainer = trainer_lib.make_trainer(cfg)
-  carry, _ = trainer.train_chunk(trainer.init(jax.random.key(0)))
-  run_dir = pathlib.Path(tempfile.mkdtemp(prefix="export_fixture_")) / "tiny_run"
-  run_folder.RunFolder.create(run_dir, cfg, trainer.manifest)
-  saver = checkpoint.Checkpointer(run_dir, cfg, trainer.manifest)
-  saver.save(carry, wall_seconds=0.0)
-  saver.close()
-  return run_dir
+  return runs.one_chunk(tiny_config(), "export_fixture_")
 
 
 @functools.cache
@@ -237,7 +227,7 @@ class ExportCommandTest(absltest.TestCase):
     manifest = json.loads((self.run_dir / "manifest.json").read_text())
     self.assertEqual(
         (meta["run_name"], meta["step"], meta["env_steps"], meta["manifest_hash"]),
-        ("tiny_run", STEP, STEP * cfg.num_envs * cfg.unroll_length, manifest["hash"]))
+        (self.run_dir.name, STEP, STEP * cfg.num_envs * cfg.unroll_length, manifest["hash"]))
     self.assertIs(meta["normalization_folded"], cfg.ppo.normalize_observations)
     self.assertEqual(meta["versions"], {
         "mjx_walk": importlib.metadata.version("mjx_walk"), "jax": jax.__version__,

@@ -15,15 +15,12 @@ import tempfile
 from absl.testing import absltest
 from absl.testing import parameterized
 import chex
-import jax
 import mujoco
 import numpy as np
 
 from mjx_walk import sim2sim as sim2sim_cli
 from mjx_walk.analysis import report
 from mjx_walk.analysis import sim2sim
-from mjx_walk.learn import trainer as trainer_lib
-from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
@@ -32,6 +29,7 @@ from mjx_walk.sim import robots
 
 import commands
 import configs
+import runs
 
 R = env_lib.ResetReason
 
@@ -255,14 +253,7 @@ class Sim2SimCommandTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cfg = _panel_config(chunks=1)
-    trainer = trainer_lib.make_trainer(cfg)
-    carry, _ = trainer.train_chunk(trainer.init(jax.random.key(0)))
-    cls.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_command_")) / "run"
-    run_folder.RunFolder.create(cls.run_dir, cfg, trainer.manifest)
-    saver = checkpoint.Checkpointer(cls.run_dir, cfg, trainer.manifest)
-    saver.save(carry, wall_seconds=0.0)
-    saver.close()
+    cls.run_dir = runs.one_chunk(_panel_config(chunks=1), "sim2sim_command_")
     cls.ran = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}", "--policy=jax",
                                 "--solver=mjx")
     cls.path = run_folder.RunFolder(cls.run_dir).sim2sim_dir / "2.json"
