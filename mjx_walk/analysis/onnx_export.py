@@ -24,7 +24,6 @@ from mjx_walk.run import onnx_policy
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
-from mjx_walk.sim import families
 
 ROLLOUT_ENVS = 7
 ROLLOUT_STEPS = 30
@@ -57,8 +56,7 @@ def rollout_observations(pol: policy_lib.Policy, num_envs: int, steps: int) -> n
   """
   config = panel.panel_config(pol.config)
   env = env_lib.LocomotionEnv(config)
-  family = families.for_envs(pol.manifest.eval_params(), num_envs)  # leaves [N, ...]
-  keys = jax.random.split(jax.random.key(config.panel.seed), num_envs)
+  family, keys = panel.panel_envs(config, pol.manifest, num_envs)  # leaves [N, ...]
   normalize = config.ppo.normalize_observations
 
   @jax.jit

@@ -151,10 +151,11 @@ def panel_config(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
   return dataclasses.replace(config, env=env)
 
 
-def panel_envs(config: config_lib.TrainConfig, manifest: families.Manifest
-               ) -> tuple[families.FamilyParams, jax.Array]:
-  """Each panel env's family draw (env j in evaluation family j % E) and reset key, [N] each."""
-  num_envs = config.panel.num_envs
+def panel_envs(config: config_lib.TrainConfig, manifest: families.Manifest,
+               num_envs: int | None = None) -> tuple[families.FamilyParams, jax.Array]:
+  """Each panel env's family draw (env j in evaluation family j % E) and reset key, [N] each;
+  N is the panel's `num_envs` unless given (the first N envs of a panel of that size)."""
+  num_envs = config.panel.num_envs if num_envs is None else num_envs
   family_params = families.for_envs(manifest.eval_params(), num_envs)  # leaves [N, ...]
   return family_params, jax.random.split(jax.random.key(config.panel.seed), num_envs)
 
