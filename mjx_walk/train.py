@@ -19,10 +19,17 @@ current chunk, saves, and exits 0 with the command that resumes the run. The fir
 losses, gradient norm or parameters went non-finite stops the run: nothing of it is saved, a
 `divergence` record goes to the ledger, and it exits 3 with the command that resumes from the
 last checkpoint.
+
+It trains on every device the process sees (`mjx_walk.learn.sharding`), and across hosts with
+`--coordinator_address`, `--num_processes` and `--process_id` (or `--distributed`, which takes
+them from the cluster's environment): one command per process, the same flags on each. Every
+process steps its own devices' envs and takes part in every chunk, checkpoint and decision;
+process 0 alone writes the ledger, evaluations, traces, plots and the report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import pathlib
@@ -35,6 +42,7 @@ from absl import app
 from absl import flags
 import jax
 from ml_collections import config_flags
+import numpy as np
 
 from mjx_walk import cli
 from mjx_walk import config as config_lib
@@ -43,6 +51,7 @@ from mjx_walk.analysis import report
 from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos as videos_lib
 from mjx_walk.learn import records as records_lib
+from mjx_walk.learn import sharding
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
@@ -63,6 +72,20 @@ _RESUME = flags.DEFINE_string(
     "Run folder to continue from its newest intact checkpoint, appending to its ledger. The "
     "saved config is used; --config.<field> may change only the run length and how often it "
     "evaluates and saves.")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None,
+    "Several processes (hosts): host:port of process 0, where the processes meet. Give the same "
+    "value, --num_processes and each process's own --process_id to every process.")
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "Several processes: how many take part in the run.")
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "Several processes: this process's index, 0 .. num_processes - 1. "
+    "Process 0 writes the run folder.")
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed", False,
+    "Join a multi-process run whose coordinator, process count and process index come from the "
+    "cluster's environment, as jax.distributed detects them (Slurm, Open MPI, or "
+    "JAX_COORDINATOR_ADDRESS with the flags above).")
 
 
 def format_progress(env_steps: int, total: int, sps: float, record: dict[str, float]) -> str:
@@ -87,8 +110,9 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
   """Runs the held-out panel, appends the eval record, and writes eval/<update>.json; with
   `videos`, also saves one traced episode per stratum and renders videos/<update>/."""
   update = int(carry.train.update_step)
-  params = policy_lib.PolicyParams(actor=carry.train.params.actor,
-                                   normalizer=carry.train.normalizer)
+  # A host copy: the evaluator runs on this process's first device, not on the mesh.
+  params = sharding.to_host(policy_lib.PolicyParams(actor=carry.train.params.actor,
+                                                    normalizer=carry.train.normalizer))
   result, traces = evaluator.run_with_traces(params)
   record = ledger.eval_record(result, update=update, env_steps=update * config.batch_size,
                               wall_seconds=time.perf_counter() - run_start)
@@ -150,16 +174,21 @@ class Diverged(RuntimeError):
     self.last_checkpoint = last_checkpoint
 
 
-def _check_before_writing(config: config_lib.TrainConfig) -> families.Manifest:
+def _check_before_writing(config: config_lib.TrainConfig, devices: sharding.Devices,
+                          run_dir: pathlib.Path | str | None) -> families.Manifest:
   """Everything a new or resumed run can be refused for, checked before a file is written.
 
-  Validates the config, draws the manifest (refusing leaked seeds) and loads and checks the
-  robot's MJCF.
+  Validates the config and its split over the devices, draws the manifest (refusing leaked
+  seeds) and loads and checks the robot's MJCF.
 
   Raises:
     ValueError: naming the bad field or file (`robots.RobotError` for the MJCF).
   """
   config_lib.validate(config)
+  sharding.check_geometry(config, devices.count)
+  if run_dir is None and devices.processes > 1:
+    raise ValueError(f"a run over {devices.processes} processes needs --run_dir (the same folder "
+                     "for every process, on a file system they share)")
   manifest = families.make_manifest(config)
   robots.load(config.env.robot)
   return manifest
@@ -177,18 +206,33 @@ def _resume(folder: run_folder.RunFolder, config: config_lib.TrainConfig,
     checkpoint.CheckpointError: no checkpoint passes verification; nothing was changed.
   """
   abstract = jax.eval_shape(trainer.init, jax.random.key(config.seed))
-  restored = checkpoint.restore(folder.root, abstract, config, manifest)
-  if folder.read_config() != config:
-    folder.write_config(config)  # the resumable fields this command changed
-  for path in checkpoint.set_aside_newer(folder.root, restored.step):
-    print(f"moved the checkpoint that failed verification to {path}")
-  dropped = ledger.truncate_after(folder.ledger_path, restored.step, folder.dropped_ledger_path)
-  if dropped:
-    print(f"the ledger had {dropped} records past update {restored.step} (written after the last "
-          f"checkpoint); moved them to {folder.dropped_ledger_path}")
-  print(f"resumed from update {restored.step} ({restored.progress['env_steps']:,} env steps) at "
-        f"{restored.path}", flush=True)
-  return restored.carry, float(restored.progress["wall_seconds"])
+  restored = checkpoint.restore(folder.root, abstract, config, manifest,
+                                log=_say if sharding.is_primary() else _quiet)
+  sharding.barrier("restored")  # every process has read the checkpoint before it is tidied
+  if sharding.is_primary():
+    if folder.read_config() != config:
+      folder.write_config(config)  # the resumable fields this command changed
+    for path in checkpoint.set_aside_newer(folder.root, restored.step):
+      _say(f"moved the checkpoint that failed verification to {path}")
+    dropped = ledger.truncate_after(folder.ledger_path, restored.step,
+                                    folder.dropped_ledger_path)
+    if dropped:
+      _say(f"the ledger had {dropped} records past update {restored.step} (written after the "
+           f"last checkpoint); moved them to {folder.dropped_ledger_path}")
+  sharding.barrier("tidied")
+  _say(f"resumed from update {restored.step} ({restored.progress['env_steps']:,} env steps) at "
+       f"{restored.path}")
+  saved_on = restored.progress.get("devices", 1), restored.progress.get("processes", 1)
+  now_on = trainer.devices.count, trainer.devices.processes
+  if saved_on != now_on:
+    _say(f"the checkpoint was saved on {saved_on[0]} devices in {saved_on[1]} processes and this "
+         f"run has {now_on[0]} in {now_on[1]}: the envs are resharded, {config.num_envs} in all "
+         f"as before, {config.num_envs // now_on[0]} per device. The run goes on with the same "
+         "envs, families, parameters and normalizer, but each device now shuffles other "
+         "minibatches, so it is not the bit-for-bit continuation it would be on "
+         f"{saved_on[0]} devices.")
+  carry = trainer.devices.place(restored.carry, trainer.carry_shardings)
+  return carry, float(restored.progress["wall_seconds"])
 
 
 def _diverged(folder: run_folder.RunFolder, log: ledger.Ledger, update: int,
@@ -264,12 +308,13 @@ class Schedule:
 
 
 def _open_run(config: config_lib.TrainConfig, manifest: families.Manifest,
-              run_dir: pathlib.Path | str | None, resume: bool
+              devices: sharding.Devices, run_dir: pathlib.Path | str | None, resume: bool
               ) -> tuple[run_folder.RunFolder, trainer_lib.Trainer, trainer_lib.Carry, float]:
   """The run folder, the trainer and the carry to start from, and the seconds already run.
 
   A new run claims its folder only after the trainer is built (nothing compiles yet), so that
   nothing is left behind if building it fails; a resume checks there is a checkpoint first.
+  Every process checks; process 0 alone creates or tidies the folder.
   """
   if resume:
     folder = run_folder.RunFolder.open(run_dir)
@@ -278,18 +323,23 @@ def _open_run(config: config_lib.TrainConfig, manifest: families.Manifest,
           f"--resume={folder.root}: there is no checkpoint in {folder.checkpoints}")
   elif run_dir is not None:
     run_folder.RunFolder(pathlib.Path(run_dir)).refuse_existing()
-  trainer = trainer_lib.make_trainer(config, manifest=manifest)
+  trainer = trainer_lib.make_trainer(config, manifest=manifest, devices=devices)
+  sharding.barrier("checked")  # no process creates the folder before every one has checked it
   if resume:
     carry, seconds_before = _resume(folder, config, manifest, trainer)
   else:
-    folder = run_folder.RunFolder.create(run_dir, config, manifest)
+    if sharding.is_primary():
+      folder = run_folder.RunFolder.create(run_dir, config, manifest)
+    sharding.barrier("created")
+    if not sharding.is_primary():
+      folder = run_folder.RunFolder.open(run_dir)
     carry, seconds_before = trainer.init(jax.random.key(config.seed)), 0.0
   return folder, trainer, carry, seconds_before
 
 
 def _record_chunk(metrics: dict, config: config_lib.TrainConfig, folder: run_folder.RunFolder,
-                  log: ledger.Ledger, saver: checkpoint.Checkpointer, *, first_update: int,
-                  sps: float, wall_seconds: float) -> None:
+                  log: ledger.Ledger | _Discard, saver: checkpoint.Checkpointer, *,
+                  first_update: int, sps: float, wall_seconds: float) -> None:
   """Appends a chunk's update records to the ledger and writes its early-end traces.
 
   Raises:
@@ -306,41 +356,81 @@ def _record_chunk(metrics: dict, config: config_lib.TrainConfig, folder: run_fol
       log.write(record)
     saver.close()
     raise _diverged(folder, log, first_update + k + 1, quantities)
-  trace_files.write_early_ends(folder.root, metrics, first_update, config.audit.max_traces)
+  if sharding.is_primary():
+    trace_files.write_early_ends(folder.root, metrics, first_update, config.audit.max_traces)
   for record in records:
     log.write(record)
 
 
 def _save(saver: checkpoint.Checkpointer, carry: trainer_lib.Carry, run_start: float,
-          evaluation: dict | None) -> pathlib.Path:
-  """Saves a checkpoint and prints where, how big and how long it took."""
+          evaluation: dict | None, score: float | None,
+          devices: sharding.Devices) -> pathlib.Path:
+  """Saves a checkpoint (every process takes part, with process 0's held-out `score`) and
+  prints where, how big and how long it took."""
   start = time.perf_counter()
-  path = saver.save(carry, wall_seconds=time.perf_counter() - run_start, evaluation=evaluation)
-  size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-  print(f"checkpoint {path} ({size / 1e6:.1f} MB, saved in "
-        f"{time.perf_counter() - start:.2f} s)", flush=True)
+  path = saver.save(carry, wall_seconds=time.perf_counter() - run_start, evaluation=evaluation,
+                    score=score, devices=devices.count, processes=devices.processes)
+  if sharding.is_primary():
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    _say(f"checkpoint {path} ({size / 1e6:.1f} MB, saved in "
+         f"{time.perf_counter() - start:.2f} s)")
   return path
+
+
+def _say(message: str) -> None:
+  print(message, flush=True)
+
+
+def _quiet(message: str) -> None:
+  del message
+
+
+class _Discard:
+  """The ledger of a process other than 0: it writes nothing."""
+
+  def write(self, record: dict) -> None:
+    del record
+
+
+def _agreed(due: Due, stop_requested: bool, score: float | None
+            ) -> tuple[Due, bool, float | None]:
+  """Process 0's decisions after a chunk, on every process: what is due (it follows process 0's
+  clock), whether a stop was asked for (on any process), and the held-out score that ranks the
+  checkpoint (process 0 alone evaluates). On one process, the arguments as they are."""
+  stop_anywhere = sharding.any_process(stop_requested)
+  if stop_anywhere and not due.last:
+    due = Due(save=True)  # as `Schedule.after_chunk` answers a stop
+  decided = sharding.agree(np.asarray(
+      [*dataclasses.astuple(due), np.nan if score is None else score], np.float64))
+  return (Due(*(bool(x) for x in decided[:-1])), stop_anywhere,
+          None if np.isnan(decided[-1]) else float(decided[-1]))
 
 
 def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
         resume: bool = False, *, wall_budget_seconds: float | None = None,
-        eval_every_seconds: float | None = None) -> pathlib.Path:
+        eval_every_seconds: float | None = None,
+        devices: sharding.Devices | None = None) -> pathlib.Path:
   """Trains `config` to completion, or until SIGTERM / Ctrl-C, writing the run folder.
 
   The folder gets config.json, manifest.json, ledger.jsonl (recipe, one record per update, one
   per panel evaluation), eval/<update>.json and checkpoints/. Everything that can be refused
-  (config values, leaked seeds, the robot's MJCF, a folder that already holds files, a resume
-  without an intact checkpoint) is refused before anything is written or compiled.
+  (config values, a batch that does not split over the devices, leaked seeds, the robot's MJCF,
+  a folder that already holds files, a resume without an intact checkpoint) is refused before
+  anything is written or compiled.
+
+  Over several processes every process calls `run` with the same arguments; process 0 writes
+  the folder's files and its clock decides when to evaluate, save and stop.
 
   Args:
     config: the run configuration; for a resume, the saved one with any resumable changes.
-    run_dir: the run folder; None for a new `runs/<UTC timestamp>`.
+    run_dir: the run folder; None for a new `runs/<UTC timestamp>` (one process only).
     resume: continue from the newest intact checkpoint in `run_dir`, appending to its ledger.
     wall_budget_seconds: end the run (final evaluation and checkpoint) after the first chunk
       that finishes past this many wall-clock seconds, counted from the start of the run
       (compilation and evaluations included). None: run all `config.num_chunks` chunks.
     eval_every_seconds: also evaluate whenever this many wall-clock seconds have passed since
       the last evaluation (for curves against wall-clock, as `experiments/learn_benchmark.py`).
+    devices: the mesh to train on; every device of every process when omitted.
 
   Returns:
     The run folder.
@@ -351,11 +441,14 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
     checkpoint.CheckpointError: a resume found no checkpoint that passes verification.
     Diverged: an update went non-finite; nothing of it was saved.
   """
-  manifest = _check_before_writing(config)
-  folder, trainer, carry, seconds_before = _open_run(config, manifest, run_dir, resume)
-  recipe = records_lib.recipe(config, manifest)
-  print(f"run folder: {folder.root}")
-  print(ledger.format_recipe(recipe), flush=True)
+  devices = devices or sharding.make()
+  primary = sharding.is_primary()
+  say = _say if primary else _quiet
+  manifest = _check_before_writing(config, devices, run_dir)
+  folder, trainer, carry, seconds_before = _open_run(config, manifest, devices, run_dir, resume)
+  recipe = records_lib.recipe(config, manifest, devices)
+  say(f"run folder: {folder.root}")
+  say(ledger.format_recipe(recipe))
 
   evaluator = panel.make_evaluator(config, manifest, trainer.networks)
   run_start = time.perf_counter() - seconds_before
@@ -365,7 +458,8 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
   first_chunk = int(carry.train.update_step) // config.updates_per_chunk
   saver = checkpoint.Checkpointer(folder.root, config, manifest)
   last_eval = None
-  with ledger.Ledger(folder.ledger_path) as log, _StopRequest() as stop:
+  log_file = ledger.Ledger(folder.ledger_path) if primary else contextlib.nullcontext(_Discard())
+  with log_file as log, _StopRequest() as stop:
     log.write(dict(recipe, resumed_from_update=int(carry.train.update_step)) if resume else recipe)
     for chunk in range(first_chunk, config.num_chunks):
       start = time.perf_counter()
@@ -378,37 +472,40 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
                     wall_seconds=time.perf_counter() - run_start)
       steps = trainer_lib.env_steps(carry.train, config)
       line = format_progress(steps, total, sps, records_lib.summarize(metrics))
-      print(line + (f"  (includes compile: {seconds:.0f} s)" if chunk == first_chunk else ""),
-            flush=True)
+      say(line + (f"  (includes compile: {seconds:.0f} s)" if chunk == first_chunk else ""))
 
       now = time.perf_counter()
       due = schedule.after_chunk(chunk, now, now - run_start, stop.requested)
+      due, stop.requested, _ = _agreed(due, stop.requested, None)
       evaluation = None
-      if due.evaluate:
+      if due.evaluate and primary:
         evaluation = _evaluate(evaluator, carry, config, folder, run_start, log, due.videos)
         if not due.last:
-          print(f"held-out panel at {steps:,} env steps:\n"
-                f"{ledger.format_eval_table(evaluation)}", flush=True)
+          say(f"held-out panel at {steps:,} env steps:\n{ledger.format_eval_table(evaluation)}")
       # A stop that arrives during the evaluation still saves this chunk and returns.
       if due.save or stop.requested:
-        path = _save(saver, carry, run_start, evaluation)
+        _, _, score = _agreed(due, False, None if evaluation is None
+                              else checkpoint.held_out_score(evaluation))
+        path = _save(saver, carry, run_start, evaluation, score, devices)
       if due.last:
         last_eval = evaluation
         break
       if stop.requested:
         saver.close()
-        print(f"stopped at update {int(carry.train.update_step)} ({steps:,} env steps); "
-              f"checkpoint {path}.\nresume with: python -m mjx_walk.train --resume={folder.root}")
+        say(f"stopped at update {int(carry.train.update_step)} ({steps:,} env steps); "
+            f"checkpoint {path}.\nresume with: python -m mjx_walk.train --resume={folder.root}")
         return folder.root
   saver.close()
+  if not primary:
+    return folder.root
   if last_eval is not None:
-    print(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
-          f"steps):\n{ledger.format_eval_table(last_eval)}")
+    say(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
+        f"steps):\n{ledger.format_eval_table(last_eval)}")
   built = report.build(folder.root, log=lambda _: None)
-  print(f"done. config: {folder.config_path}  manifest: {folder.manifest_path}  "
-        f"ledger: {folder.ledger_path}  evaluations: {folder.eval_dir}  "
-        f"checkpoints: {folder.checkpoints}  report: {built.report} (plots, videos "
-        f"and audit flags; rebuild with python -m mjx_walk.report {folder.root})")
+  say(f"done. config: {folder.config_path}  manifest: {folder.manifest_path}  "
+      f"ledger: {folder.ledger_path}  evaluations: {folder.eval_dir}  "
+      f"checkpoints: {folder.checkpoints}  report: {built.report} (plots, videos "
+      f"and audit flags; rebuild with python -m mjx_walk.report {folder.root})")
   return folder.root
 
 
@@ -457,12 +554,40 @@ def _overrides() -> dict[str, Any]:
   return {path: config_lib.get_field(_CONFIG.value, path) for path in paths}
 
 
+def _start_processes() -> None:
+  """Joins a multi-process run when the flags ask for one; refuses bad values first."""
+  given = [_COORDINATOR.present, _NUM_PROCESSES.present, _PROCESS_ID.present]
+  if not (_DISTRIBUTED.value or any(given)):
+    return
+  count, index, address = _NUM_PROCESSES.value, _PROCESS_ID.value, _COORDINATOR.value
+  if not _DISTRIBUTED.value and not all(given):
+    missing = [f"--{name}" for name, present in
+               zip(("coordinator_address", "num_processes", "process_id"), given) if not present]
+    cli.refuse(f"a multi-process run needs --coordinator_address, --num_processes and "
+               f"--process_id together (missing {', '.join(missing)}), or --distributed to take "
+               "them from the cluster's environment")
+  if count is not None and count < 1:
+    cli.refuse(f"--num_processes={count}: it must be a positive integer")
+  if index is not None and count is not None and not 0 <= index < count:
+    cli.refuse(f"--process_id={index}: it must be in 0 .. {count - 1} for --num_processes={count}")
+  if address is not None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+      cli.refuse(f"--coordinator_address={address!r}: give host:port of process 0, e.g. "
+                 "10.0.0.1:1234")
+  try:
+    sharding.start_processes(address, count, index)
+  except (ValueError, RuntimeError) as error:
+    cli.refuse(f"could not join the multi-process run: {error}")
+
+
 def main(argv: list[str]) -> None:
   cli.quiet_library_logs()
   if len(argv) > 1:
     cli.refuse(f"unexpected arguments: {argv[1:]}")
   if _RESUME.value and cli.RUN_DIR.value:
     cli.refuse("give --resume=<run folder> or --run_dir, not both")
+  _start_processes()  # before anything touches a device
   config = _CONFIG.value
   try:
     if _RESUME.value:

@@ -248,8 +248,8 @@ class PickTracesTest(chex.TestCase):
     second = pick(_fake_trace(4, steps, [2, 1, 5, 3], [X, X, _, _]), family, reason, 3)
     np.testing.assert_array_equal(second.env, [0, 1, 0])
     # Over the update: only one row is left after step 1 -> env 0; env 1 is dropped.
-    picked = self.variant(audit.first_early_ends)(
-        jax.tree.map(lambda a, b: jnp.stack([a, b]), first, second))
+    picked = self.variant(audit.first_early_ends, static_argnums=1)(
+        jax.tree.map(lambda a, b: jnp.stack([a, b]), first, second), 3)
     np.testing.assert_array_equal(picked.valid, [X, X, X])
     np.testing.assert_array_equal(picked.env, [1, 3, 0])
     np.testing.assert_array_equal(picked.family, [1, 1, 0])
@@ -269,7 +269,8 @@ class PickTracesTest(chex.TestCase):
                                      jnp.full((4,), R.FALL, jnp.int32), 2)
     none = audit.step_early_ends(trace.replace(early_end=jnp.zeros(4, bool)),
                                  jnp.zeros(4, jnp.int32), jnp.zeros(4, jnp.int32), 2)
-    picked = audit.first_early_ends(jax.tree.map(lambda a, b: jnp.stack([a, b]), none, per_step))
+    picked = audit.first_early_ends(
+        jax.tree.map(lambda a, b: jnp.stack([a, b]), none, per_step), 2)
     np.testing.assert_array_equal(picked.valid, [X, _])
     np.testing.assert_array_equal(picked.env, [2, 0])
     np.testing.assert_array_equal(picked.qpos[0, :, 0], [20, 21, 22, 23])

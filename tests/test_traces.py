@@ -98,7 +98,7 @@ class ReplayTest(absltest.TestCase):
 
       _, per_step = jax.lax.scan(body, (state, trace),
                                  jax.random.split(jax.random.key(1), num_steps))
-      return audit.first_early_ends(per_step)
+      return audit.first_early_ends(per_step, num_traces)
 
     picked = jax.device_get(rollout(jax.random.split(jax.random.key(0), num_envs)))
     self.assertTrue(np.all(picked.valid), "the rollout should end some episodes early")

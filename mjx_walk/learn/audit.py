@@ -343,7 +343,7 @@ def _first_valid_rows(rows: Traces, num_rows: int) -> Traces:
 
 
 def step_early_ends(trace: EpisodeTrace, family: jax.Array, reason: jax.Array,
-                    num_rows: int) -> Traces:
+                    num_rows: int, first_env: jax.Array | int = 0) -> Traces:
   """This step's early ends, lowest env index first, at most `num_rows` of them.
 
   Taken right after `record_step`, while the ended episodes' traces are complete (the next step
@@ -354,6 +354,8 @@ def step_early_ends(trace: EpisodeTrace, family: jax.Array, reason: jax.Array,
     family: int32 [N], each env's family index.
     reason: int32 [N], each env's reset reason on this step.
     num_rows: S.
+    first_env: the batch index of the first of these N envs (a device's block of a batch split
+      over devices).
 
   Returns:
     S rows; states and actions past each episode's length are zeroed.
@@ -366,7 +368,7 @@ def step_early_ends(trace: EpisodeTrace, family: jax.Array, reason: jax.Array,
       qvel=jnp.where(states[..., None], trace.qvel, 0.0),
       action=jnp.where(actions[..., None], trace.action, 0.0),
       family=family,
-      env=jnp.arange(length.shape[0], dtype=jnp.int32),
+      env=first_env + jnp.arange(length.shape[0], dtype=jnp.int32),
       reason=reason,
       length=length,
       first_step=trace.first_step,
@@ -375,16 +377,17 @@ def step_early_ends(trace: EpisodeTrace, family: jax.Array, reason: jax.Array,
   return _first_valid_rows(every_env, num_rows)
 
 
-def first_early_ends(per_step: Traces) -> Traces:
+def first_early_ends(per_step: Traces, num_rows: int) -> Traces:
   """An update's first S early ends, in step order and, within a step, env order.
 
   Args:
-    per_step: `step_early_ends` of every rollout step, leaves [T, S, ...].
+    per_step: `step_early_ends` of every rollout step, leaves [T, C, ...], each step's rows in
+      env order (C = S, or D x S for the blocks of D devices side by side).
+    num_rows: S.
 
   Returns:
     S rows (leaves [S, ...]); once S are found, later early ends are not kept.
   """
-  num_rows = per_step.valid.shape[1]
   flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), per_step)  # [T * S, ...]
   return _first_valid_rows(flat, num_rows)
 
@@ -395,7 +398,8 @@ def first_early_ends(per_step: Traces) -> Traces:
 def rollout_metrics(signals: env_lib.StepSignals, early_end: jax.Array,
                     env_metrics: Mapping[str, jax.Array], reset_reason: jax.Array,
                     done: jax.Array, early_end_traces: Traces, *, num_families: int,
-                    audit: config_lib.AuditConfig, foot_names: Sequence[str]) -> Metrics:
+                    audit: config_lib.AuditConfig, foot_names: Sequence[str],
+                    num_traces: int | None = None) -> Metrics:
   """Every audit of one update's rollout, for the chunk's metrics.
 
   Args:
@@ -405,10 +409,12 @@ def rollout_metrics(signals: env_lib.StepSignals, early_end: jax.Array,
     env_metrics: the rollout's stacked env metrics; the `reward/<term>` entries [T, N] are read.
     reset_reason: int32 [T, N].
     done: bool [T, N], terminated or truncated.
-    early_end_traces: `step_early_ends` of every step, leaves [T, S, ...]; S may be 0.
+    early_end_traces: `step_early_ends` of every step, leaves [T, C, ...]; C may be 0.
     num_families: F; env n is in family n % F.
     audit: thresholds.
     foot_names: F names in the env's foot order, for the `contact/ground_share/<foot>` keys.
+    num_traces: S, the early ends to keep; default C. (Over D devices' blocks side by side,
+      C = D x S.)
 
   Returns:
     Scalars except `audit/resets_by_family` [F, R], `audit/fall_height_counts` and
@@ -433,8 +439,9 @@ def rollout_metrics(signals: env_lib.StepSignals, early_end: jax.Array,
            if key.startswith("reward/")}
   metrics.update({f"reward_share/{name}": share for name, share in reward_shares(terms).items()})
   metrics["sync/max_reset_share"], metrics["sync/mean_reset_share"] = reset_sync(done)
-  if early_end_traces.valid.shape[1]:
-    picked = first_early_ends(early_end_traces)
+  num_traces = early_end_traces.valid.shape[1] if num_traces is None else num_traces
+  if num_traces:
+    picked = first_early_ends(early_end_traces, num_traces)
     metrics.update({f"trace/{field.name}": getattr(picked, field.name)
                     for field in dataclasses.fields(picked)})
   return metrics

@@ -63,7 +63,8 @@ def init(obs_example: PyTree) -> NormalizerState:
 
 
 def _merge_leaf(
-    mean: jax.Array, var: jax.Array, count: jax.Array, x: jax.Array, n: int
+    mean: jax.Array, var: jax.Array, count: jax.Array, x: jax.Array, n: int,
+    axis_name: str | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """Merges a batch into one leaf's statistics (Chan et al. parallel update).
 
@@ -72,15 +73,24 @@ def _merge_leaf(
     var: float32 [*S] running population variance.
     count: float32 scalar, samples merged so far.
     x: [..., *S] the batch; every leading dim is a sample dim.
-    n: the number of samples in x (the product of its leading dims), static.
+    n: the number of samples in the whole batch (the product of x's leading dims, times the
+      device count under `axis_name`), static.
+    axis_name: inside a shard_map, the device axis over which x is this device's equal share of
+      the batch; the batch moments are then those of every device's samples together.
 
   Returns:
     (new_mean, new_var), float32 [*S] each.
   """
-  x = jnp.asarray(x, jnp.float32).reshape((n, *mean.shape))  # [n, *S]
+  x = jnp.asarray(x, jnp.float32).reshape((-1, *mean.shape))  # [n / D, *S]
   # Two-pass batch moments: stable in float32, unlike E[x^2] - E[x]^2.
   batch_mean = jnp.mean(x, axis=0)  # [*S]
   batch_var = jnp.mean(jnp.square(x - batch_mean), axis=0)  # [*S]
+  if axis_name is not None:
+    # Equal shares: the global mean is the mean of the device means, and the global variance
+    # the mean of each device's variance plus its mean's squared offset from the global one.
+    device_mean = batch_mean
+    batch_mean = jax.lax.pmean(device_mean, axis_name)  # [*S]
+    batch_var = jax.lax.pmean(batch_var + jnp.square(device_mean - batch_mean), axis_name)
 
   total = count + n
   # Weights in [0, 1] rather than raw sums (M2 = var * count), so nothing
@@ -96,7 +106,8 @@ def _merge_leaf(
   return new_mean, new_var
 
 
-def update(state: NormalizerState, obs_batch: PyTree) -> NormalizerState:
+def update(state: NormalizerState, obs_batch: PyTree,
+           axis_name: str | None = None) -> NormalizerState:
   """Merges a batch of observations into the running statistics.
 
   Args:
@@ -104,6 +115,9 @@ def update(state: NormalizerState, obs_batch: PyTree) -> NormalizerState:
     obs_batch: same structure as one observation; each leaf float32
       [..., *S] where [*S] is that leaf's observation shape and all leading
       dims (e.g. [T, N]) are sample dims, merged together. At least one sample.
+    axis_name: inside a `jax.shard_map`, the device axis over which `obs_batch` is this
+      device's equal share of the batch: the statistics then merge every device's samples
+      (counts summed, means and variances combined exactly), and stay the same on every device.
 
   Returns:
     The statistics over every observation seen so far, equal (up to float32
@@ -126,8 +140,10 @@ def update(state: NormalizerState, obs_batch: PyTree) -> NormalizerState:
   (n,) = sizes
   if n == 0:
     raise ValueError("obs_batch holds no samples; expected at least one.")
+  if axis_name is not None:
+    n *= jax.lax.axis_size(axis_name)
   merged = [
-      _merge_leaf(m, v, state.count, x, n)
+      _merge_leaf(m, v, state.count, x, n, axis_name)
       for m, v, x in zip(means, variances, leaves)
   ]
   new_mean = treedef.unflatten([m for m, _ in merged])

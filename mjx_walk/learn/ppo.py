@@ -160,6 +160,7 @@ def ppo_loss(
     networks: networks_lib.ActorCritic,
     batch: Batch,
     cfg: LossConfig,
+    axis_name: str | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """The clipped PPO objective on one minibatch.
 
@@ -173,6 +174,10 @@ def ppo_loss(
     networks: the static actor-critic.
     batch: the samples, leading dim [B].
     cfg: loss coefficients.
+    axis_name: inside a `jax.shard_map`, the device axis over which `batch` is this device's
+      equal share of the minibatch: advantages are then standardised with the whole
+      minibatch's mean and standard deviation. The loss and its metrics stay this share's
+      means; the trainer averages them, and the gradients, over devices.
 
   Returns:
     (loss, metrics): the scalar loss to minimise, and float32 scalars
@@ -197,7 +202,11 @@ def ppo_loss(
   ratio = jnp.exp(log_ratio)  # [B]
 
   advantages = batch.advantages  # [B]
-  if cfg.normalize_advantages:
+  if cfg.normalize_advantages and axis_name is not None:
+    whole_mean = jax.lax.pmean(advantages.mean(), axis_name)
+    whole_std = jnp.sqrt(jax.lax.pmean(jnp.mean(jnp.square(advantages - whole_mean)), axis_name))
+    advantages = (advantages - whole_mean) / (whole_std + 1e-8)  # [B]
+  elif cfg.normalize_advantages:
     # Per minibatch, so the policy step size does not depend on the reward scale.
     advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # [B]
   surrogate = -advantages * ratio  # [B]

@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk.learn import sharding
 from mjx_walk.sim import env as env_lib
 
 if TYPE_CHECKING:
@@ -58,18 +59,21 @@ def _package_version(name: str) -> str | None:
     return None
 
 
-def recipe(config: config_lib.TrainConfig, manifest: families.Manifest) -> dict[str, Any]:
+def recipe(config: config_lib.TrainConfig, manifest: families.Manifest,
+           devices: sharding.Devices | None = None) -> dict[str, Any]:
   """The first record of a run: how much experience each update sees, and on what.
 
   Args:
     config: the run configuration.
     manifest: the run's seed-family manifest (train and eval families, hashes).
+    devices: the mesh the run trains on; every device of every process when omitted.
 
   Returns:
     The `kind="recipe"` record. Times are in seconds of simulated robot time unless named wall.
   """
   samples = config.num_envs * config.unroll_length
   control_hz = config.env.control_hz
+  devices = devices or sharding.make()
   num_train_families = len(manifest.train_families)
   commit, dirty = _git_state()
   return {
@@ -94,8 +98,13 @@ def recipe(config: config_lib.TrainConfig, manifest: families.Manifest) -> dict[
       "num_eval_families": len(manifest.eval_families),
       "num_eval_envs": config.panel.num_envs,
       "strata": list(config.panel.strata),
-      "device_kind": jax.devices()[0].device_kind,
-      "device_count": jax.device_count(),
+      "device_kind": devices.kind,
+      "device_count": devices.count,
+      "process_count": devices.processes,
+      "devices_per_process": devices.per_process,
+      # The batch above is global: every device steps num_envs / device_count of the envs and
+      # holds that share of every minibatch.
+      "envs_per_device": config.num_envs // devices.count,
       "platform": jax.default_backend(),
       "packages": {name: _package_version(name) for name in PACKAGES},
       "git_commit": commit,
@@ -169,7 +178,8 @@ def update_records(metrics: dict[str, np.ndarray], *, first_update: int, batch_s
     batch_size: env steps per update (num_envs * unroll_length).
     sps: env steps per second of wall-clock over the chunk.
     wall_seconds: wall-clock seconds since the run started, at the end of the chunk.
-    device_memory: bytes in use on device 0 (`current_device_memory`), or None.
+    device_memory: bytes in use on this process's first device (`current_device_memory`), or
+      None.
 
   Returns:
     K records, each update reduced on its own by `summarize`. The `trace/...` metrics are not
@@ -189,8 +199,9 @@ def update_records(metrics: dict[str, np.ndarray], *, first_update: int, batch_s
 
 
 def current_device_memory() -> int | None:
-  """Bytes in use on device 0, or None where the backend reports no statistics (CPU)."""
-  stats = jax.devices()[0].memory_stats()
+  """Bytes in use on this process's first device, or None where the backend reports no
+  statistics (CPU)."""
+  stats = jax.local_devices()[0].memory_stats()
   if not stats or "bytes_in_use" not in stats:
     return None
   return int(stats["bytes_in_use"])

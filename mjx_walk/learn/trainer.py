@@ -21,15 +21,24 @@ call in the update reduces them; all of it leaves the jit with the chunk's metri
 keys for the traces).
 
 The chunk is built from module-level pieces that share the static `_Parts`: `_init`,
-`_rollout_step` and `_collect`, `_update_step`, `_epoch_step`, `_minibatch_step` and
+`_rollout_step` and `_collect`, `_local_update`, `_epoch_step`, `_minibatch_step` and
 `_update_metrics`.
 
 Every update also reports which of `GUARDED` (each loss term, the gradient norm, the parameters,
 the optimizer state, the normalizer) held a NaN or inf (`guard/nonfinite`), so the host stops a
 diverged run after the chunk, before anything of it is saved (`first_divergence`).
 
-Batching is `jax.vmap` over a leading env axis with no per-device logic and no `pmap`, so the env
-axis can later be sharded over devices with `jax.sharding` without touching this file's math.
+On several devices (`mjx_walk.learn.sharding`) the chunk is still one jitted call. Each update's
+COLLECT, ADVANTAGE and UPDATE run inside one `jax.shard_map` over the mesh: every device steps its
+own block of the envs, computes GAE on it and takes the same SGD steps as every other device from
+gradients averaged over all of them (the loss diagnostics and the KL that sets the adaptive
+learning rate are averaged too, the advantages standardised over the whole minibatch, and the
+normalizer merges every device's moments), so the replicated `TrainState` stays identical
+everywhere. Global minibatch m is the union of every device's m-th minibatch, each shuffled
+within that device's samples. The reset keys, family draws and action noise are drawn for the
+whole batch and sliced, so env i gets the same ones on any number of devices. The update's
+metrics are then computed outside the shard_map from the [T, N] rollout split over the devices,
+as on one device. On one device nothing is wrapped: the program is the one-device program.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from mjx_walk.learn import audit
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
+from mjx_walk.learn import sharding
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 
@@ -118,8 +128,13 @@ class Trainer:
   manifest: families.Manifest
   networks: networks.ActorCritic
   optimizer: optax.GradientTransformation
+  devices: sharding.Devices
+  """The mesh the chunk runs on; the carry's train state is replicated, its envs split."""
+  carry_shardings: Carry
+  """Each part of the carry's sharding (a prefix of the carry: train, env, trace)."""
   init: Callable[[jax.Array], Carry]
-  """key -> Carry: fresh parameters, optimizer, normalizer and a reset batch of envs."""
+  """key -> Carry: fresh parameters, optimizer, normalizer and a reset batch of envs, on the
+  mesh."""
   collect: Callable[[Carry], tuple[Carry, Transition, audit.Traces]]
   """Not jitted: one rollout of `unroll_length` steps, the first part of every update (see
   `_collect`)."""
@@ -138,14 +153,24 @@ class _Parts:
   loss_config: ppo.LossConfig
   observation_spec: env_lib.Observation
   env_families: families.FamilyParams
-  """Each env's training family draw, leaves [N, ...]."""
+  """Each env's training family draw, leaves [N, ...] (the whole batch)."""
   num_families: int
+  axis_name: str | None
+  """The device axis inside the shard_map; None on one device, where nothing is wrapped."""
+  local_envs: int
+  """n = N / D: the envs each device steps."""
+
+  @property
+  def local_batch(self) -> int:
+    """T x n: the samples each device collects per update."""
+    return self.config.unroll_length * self.local_envs
 
 
 def make_trainer(
     config: config_lib.TrainConfig,
     env: env_lib.LocomotionEnv | None = None,
     manifest: families.Manifest | None = None,
+    devices: sharding.Devices | None = None,
 ) -> Trainer:
   """Builds the init function and the fused, jitted training chunk.
 
@@ -154,11 +179,18 @@ def make_trainer(
     env: the env to train on; built from `config` when omitted.
     manifest: the run's families; `families.make_manifest(config)` when omitted. Env i trains
       in training family i % num_train_families.
+    devices: the mesh to train on; every device of every process when omitted.
 
   Returns:
     A `Trainer`. `trainer.train_chunk` compiles on its first call and never again.
+
+  Raises:
+    ValueError: a bad config value, or a batch that does not split evenly over the devices;
+      nothing has compiled.
   """
   config_lib.validate(config)
+  devices = devices or sharding.make()
+  sharding.check_geometry(config, devices.count)
   env = env or env_lib.LocomotionEnv(config)
   manifest = manifest or families.make_manifest(config)
   ppo_cfg = config.ppo
@@ -172,22 +204,54 @@ def make_trainer(
       observation_spec=env.observation_spec(),
       env_families=families.for_envs(manifest.train_params(), config.num_envs),
       num_families=len(manifest.train_families),
+      axis_name=None if devices.count == 1 else sharding.AXIS,
+      local_envs=config.num_envs // devices.count,
   )
+  carry_shardings = Carry(train=devices.replicated, env=devices.split, trace=devices.split)
+  carry_specs = Carry(train=sharding.P(), env=sharding.P(sharding.AXIS),
+                      trace=sharding.P(sharding.AXIS))
+  # [T, N, ...] blocks of the rollout are split on their second axis.
+  rollout_spec = sharding.P(None, sharding.AXIS)
+
+  def on_devices(fn: Callable, in_specs, out_specs) -> Callable:
+    """`fn` run on every device's block inside a shard_map; `fn` itself on one device."""
+    if parts.axis_name is None:
+      return fn
+    # check_vma=False: MJX's solver is not written for shard_map's replication typing (its
+    # while-loop conds mix per-device and replicated values). What that check would prove, that
+    # the train state is the same on every device, `sharding.differing_copies` checks instead.
+    return jax.shard_map(fn, mesh=devices.mesh, in_specs=in_specs, out_specs=out_specs,
+                         check_vma=False)
+
+  local_update = on_devices(
+      functools.partial(_local_update, parts), (carry_specs,),
+      (carry_specs, _LocalUpdate(traj=rollout_spec, early_ends=rollout_spec,
+                                 advantages=rollout_spec, returns=rollout_spec,
+                                 loss_metrics=sharding.P())))
+
+  def update_step(carry: Carry, _) -> tuple[Carry, Metrics]:
+    carry, out = local_update(carry)
+    return carry, _update_metrics(parts, carry.train, out)
 
   def train_chunk(carry: Carry) -> tuple[Carry, Metrics]:
     """`updates_per_chunk` updates. Output metrics are stacked: leaves [K]."""
-    return jax.lax.scan(functools.partial(_update_step, parts), carry, None,
-                        config.updates_per_chunk)
+    return jax.lax.scan(update_step, carry, None, config.updates_per_chunk)
 
+  init = on_devices(functools.partial(_init, parts), (sharding.P(),), carry_specs)
+  collect = on_devices(functools.partial(_collect, parts), (carry_specs,),
+                       (carry_specs, rollout_spec, rollout_spec))
   return Trainer(
       config=config,
       env=env,
       manifest=manifest,
       networks=parts.networks,
       optimizer=parts.optimizer,
-      init=jax.jit(functools.partial(_init, parts)),
-      collect=functools.partial(_collect, parts),
-      train_chunk=jax.jit(_traced_once(train_chunk), donate_argnums=0),
+      devices=devices,
+      carry_shardings=carry_shardings,
+      init=jax.jit(init, out_shardings=carry_shardings),
+      collect=collect,
+      train_chunk=jax.jit(_traced_once(train_chunk), donate_argnums=0,
+                          out_shardings=(carry_shardings, devices.replicated)),
   )
 
 
@@ -206,11 +270,15 @@ def _init(parts: _Parts, key: jax.Array) -> Carry:
       update_step=jnp.zeros((), jnp.int32),
   )
   k_env, k_stagger = jax.random.split(k_env)
-  env_state = jax.vmap(env.reset)(jax.random.split(k_env, config.num_envs), parts.env_families)
+  # Drawn for the whole batch, then this device's block: env i gets the same key on any number
+  # of devices.
+  mine = lambda x: sharding.local_rows(x, parts.axis_name)
+  env_state = jax.vmap(env.reset)(mine(jax.random.split(k_env, config.num_envs)),
+                                  jax.tree.map(mine, parts.env_families))
   # Start every env at a random point of its time limit, so that timeouts (and the resets
   # that follow) are spread over time instead of arriving for the whole batch in one step.
   # Each env's first episode is therefore shorter, and its reported length counts the offset.
-  start = jax.random.randint(k_stagger, (config.num_envs,), 0, env.episode_steps)  # [N]
+  start = mine(jax.random.randint(k_stagger, (config.num_envs,), 0, env.episode_steps))  # [n]
   env_state = env_state.replace(task=env_state.task.replace(step=start))
   trace = jax.vmap(functools.partial(
       audit.start_trace, num_steps=config.audit.early_end_steps))(env_state)
@@ -237,10 +305,16 @@ def _rollout_step(parts: _Parts, carry: Carry, key: jax.Array
   """
   train, env_state, nets = carry.train, carry.env, parts.networks
   if parts.config.ppo.normalize_observations:
-    train = train.replace(normalizer=normalizer.update(train.normalizer, env_state.obs))
+    train = train.replace(normalizer=normalizer.update(train.normalizer, env_state.obs,
+                                                       parts.axis_name))
   obs = _normalize(parts, train.normalizer, env_state.obs)
-  mean, std = nets.policy(train.params, obs["policy"])  # [N, A]
-  action = networks.sample(key, mean, std)  # [N, A]
+  mean, std = nets.policy(train.params, obs["policy"])  # [n, A]
+  if parts.axis_name is None:
+    action = networks.sample(key, mean, std)  # [N, A]
+  else:
+    # The whole batch's noise, then this device's rows: the same as on one device.
+    noise = jax.random.normal(key, (parts.config.num_envs,) + mean.shape[1:], mean.dtype)
+    action = mean + std * sharding.local_rows(noise, parts.axis_name)  # [n, A]
   next_env, final = jax.vmap(parts.env.step_with_final)(env_state, action)
   final_obs = _normalize(parts, train.normalizer, next_env.final_obs)
   trace = jax.vmap(audit.record_step)(carry.trace, env_state, final)
@@ -259,8 +333,9 @@ def _rollout_step(parts: _Parts, carry: Carry, key: jax.Array
       signals=next_env.signals,
       early_end=trace.early_end,
   )
-  early_ends = audit.step_early_ends(trace, next_env.family.index, next_env.reset_reason,
-                                     parts.config.audit.traces_per_update)
+  early_ends = audit.step_early_ends(
+      trace, next_env.family.index, next_env.reset_reason, parts.config.audit.traces_per_update,
+      first_env=sharding.first_row(parts.local_envs, parts.axis_name))
   return Carry(train=train, env=next_env, trace=trace), (transition, early_ends)
 
 
@@ -269,8 +344,8 @@ def _collect(parts: _Parts, carry: Carry) -> tuple[Carry, Transition, audit.Trac
 
   Returns:
     The carry after the rollout (normalizer updated, key advanced, env states and traces
-    stepped), the stacked transitions (leaves [T, N, ...]) and each step's early ends (leaves
-    [T, S, ...]).
+    stepped), the stacked transitions (leaves [T, n, ...]: this device's envs) and each step's
+    early ends (leaves [T, S, ...]).
   """
   config = parts.config
   key, k_rollout = jax.random.split(carry.train.key)
@@ -278,7 +353,7 @@ def _collect(parts: _Parts, carry: Carry) -> tuple[Carry, Transition, audit.Trac
   carry, (traj, early_ends) = jax.lax.scan(
       functools.partial(_rollout_step, parts), carry,
       jax.random.split(k_rollout, config.unroll_length))
-  chex.assert_shape(traj.reward, (config.unroll_length, config.num_envs))
+  chex.assert_shape(traj.reward, (config.unroll_length, parts.local_envs))
   return carry, traj, early_ends
 
 
@@ -288,11 +363,16 @@ def _collect(parts: _Parts, carry: Carry) -> tuple[Carry, Transition, audit.Trac
 def _minibatch_step(
     parts: _Parts, carry: tuple[networks.ActorCriticParams, optax.OptState], batch: ppo.Batch
 ) -> tuple[tuple[networks.ActorCriticParams, optax.OptState], Metrics]:
-  """One SGD step. Carry: (params, opt_state). Output: the loss metrics, scalars."""
+  """One SGD step. Carry: (params, opt_state). Output: the loss metrics, scalars.
+
+  On several devices `batch` is this device's share of the minibatch; the gradients and the
+  loss metrics are averaged over devices first, so every device takes the same step.
+  """
   ppo_cfg, optimizer = parts.config.ppo, parts.optimizer
   params, opt_state = carry
   grads, loss_metrics = jax.grad(ppo.ppo_loss, has_aux=True)(
-      params, parts.networks, batch, parts.loss_config)
+      params, parts.networks, batch, parts.loss_config, parts.axis_name)
+  grads, loss_metrics = sharding.mean((grads, loss_metrics), parts.axis_name)
   if ppo_cfg.desired_kl > 0:
     # rsl_rl's order: the KL this minibatch measures before its step (behaviour policy against
     # the current parameters) sets the rate of this same step.
@@ -310,22 +390,41 @@ def _epoch_step(
     parts: _Parts, batch: ppo.Batch, carry: tuple[networks.ActorCriticParams, optax.OptState],
     key: jax.Array
 ) -> tuple[tuple[networks.ActorCriticParams, optax.OptState], Metrics]:
-  """One pass over `batch` in shuffled minibatches. Output: loss metrics [M]."""
-  config = parts.config
+  """One pass over `batch` (this device's samples) in shuffled minibatches. Output: loss
+  metrics [M]."""
+  config, axis = parts.config, parts.axis_name
   num_minibatches = config.ppo.num_minibatches
-  permutation = jax.random.permutation(key, config.batch_size)  # [T*N]
+  if axis is not None:
+    key = jax.random.fold_in(key, jax.lax.axis_index(axis))  # each device its own shuffle
+  permutation = jax.random.permutation(key, parts.local_batch)  # [T*n]
   minibatches = jax.tree.map(
       lambda x: x[permutation].reshape((num_minibatches, -1) + x.shape[1:]), batch)
   carry, loss_metrics = jax.lax.scan(functools.partial(_minibatch_step, parts), carry, minibatches)
-  counts = _family_counts(
-      permutation.reshape(num_minibatches, -1), config.num_envs, parts.num_families)  # [M, F]
+  counts = sharding.total(_family_counts(
+      permutation.reshape(num_minibatches, -1), parts.local_envs, parts.num_families,
+      first_env=sharding.first_row(parts.local_envs, axis)), axis)  # [M, F]
   loss_metrics["families/per_minibatch"] = jnp.sum(counts > 0, axis=1)  # [M]
   loss_metrics["sync/effective_families"] = audit.effective_families(counts)  # [M]
   return carry, loss_metrics
 
 
-def _update_step(parts: _Parts, carry: Carry, _) -> tuple[Carry, Metrics]:
-  """One PPO update. Carry: `Carry`. Output: this update's metrics, scalars."""
+@flax.struct.dataclass
+class _LocalUpdate:
+  """What one update's shard_map hands to the metrics: this device's rollout block, with leaves
+  [T, n, ...] (assembled to [T, N, ...] outside), and the loss metrics, the same everywhere."""
+
+  traj: Transition
+  early_ends: audit.Traces
+  """Each step's first S early ends on this device, leaves [T, S, ...] ([T, D*S, ...] outside,
+  in env order within each step)."""
+  advantages: jax.Array
+  returns: jax.Array
+  loss_metrics: Metrics
+  """[E, M] per epoch and minibatch, averaged over devices."""
+
+
+def _local_update(parts: _Parts, carry: Carry) -> tuple[Carry, _LocalUpdate]:
+  """COLLECT, ADVANTAGE and UPDATE of one PPO update, on this device's envs."""
   config, nets = parts.config, parts.networks
   # COLLECT TRAJECTORIES
   carry, traj, early_ends = _collect(parts, carry)
@@ -334,7 +433,7 @@ def _update_step(parts: _Parts, carry: Carry, _) -> tuple[Carry, Metrics]:
 
   # CALCULATE ADVANTAGE
   last_obs = _normalize(parts, train.normalizer, carry.env.obs)
-  bootstrap_value = nets.value(train.params, last_obs["critic"])  # [N]
+  bootstrap_value = nets.value(train.params, last_obs["critic"])  # [n]
   advantages, returns = ppo.compute_gae(
       rewards=traj.reward,
       values=traj.value,
@@ -344,10 +443,10 @@ def _update_step(parts: _Parts, carry: Carry, _) -> tuple[Carry, Metrics]:
       truncation_values=traj.final_value,
       gamma=config.ppo.gamma,
       gae_lambda=config.ppo.gae_lambda,
-  )  # [T, N] each
+  )  # [T, n] each
 
   # UPDATE NETWORK
-  flat = lambda x: x.reshape((config.batch_size,) + x.shape[2:])  # [T, N, ...] -> [T*N, ...]
+  flat = lambda x: x.reshape((parts.local_batch,) + x.shape[2:])  # [T, n, ...] -> [T*n, ...]
   batch = ppo.Batch(
       policy_obs=flat(traj.policy_obs),
       critic_obs=flat(traj.critic_obs),
@@ -364,9 +463,9 @@ def _update_step(parts: _Parts, carry: Carry, _) -> tuple[Carry, Metrics]:
   )
   train = train.replace(
       params=params, opt_state=opt_state, key=key, update_step=train.update_step + 1)
-  metrics = _update_metrics(parts, train, traj, early_ends, advantages, returns, loss_metrics,
-                            batch)
-  return carry.replace(train=train), metrics
+  return carry.replace(train=train), _LocalUpdate(
+      traj=traj, early_ends=early_ends, advantages=advantages, returns=returns,
+      loss_metrics=loss_metrics)
 
 
 def _traced_once(fn: Callable) -> Callable:
@@ -428,29 +527,30 @@ def first_divergence(metrics: dict[str, np.ndarray]) -> tuple[int, list[str]] | 
   return k, [name for name, flag in zip(GUARDED, flags[k]) if flag]
 
 
-def _family_counts(samples: jax.Array, num_envs: int, num_families: int) -> jax.Array:
+def _family_counts(samples: jax.Array, num_envs: int, num_families: int,
+                   first_env: jax.Array | int = 0) -> jax.Array:
   """Samples of each family in each minibatch. samples: [M, B] indices into the flattened
-  [T*N] batch, whose sample s came from env s % N, of family (s % N) % F. Returns int32 [M, F]."""
-  family = (samples % num_envs) % num_families  # [M, B]
+  [T*N] batch of N envs, the first of which is env `first_env` of the whole batch: sample s
+  came from env first_env + s % N, of family (first_env + s % N) % F. Returns int32 [M, F]."""
+  family = (first_env + samples % num_envs) % num_families  # [M, B]
   rows = jnp.arange(samples.shape[0])[:, None]  # [M, 1]
   return jnp.zeros((samples.shape[0], num_families), jnp.int32).at[rows, family].add(1)
 
 
-def _update_metrics(parts: _Parts, train: TrainState, traj: Transition,
-                    early_ends: audit.Traces, advantages: jax.Array, returns: jax.Array,
-                    loss_metrics: Metrics, batch: ppo.Batch) -> Metrics:
+def _update_metrics(parts: _Parts, train: TrainState, out: _LocalUpdate) -> Metrics:
   """Reduces one update to its metrics: scalars, the audits' arrays and `guard/nonfinite`.
+
+  Outside the shard_map: the rollout's [T, N] arrays are the whole batch, split over the devices,
+  and every reduction below is over all of it.
 
   Args:
     parts: the trainer's static pieces.
     train: the train state after the update.
-    traj: the update's [T, N] rollout.
-    early_ends: each rollout step's early ends, leaves [T, S, ...].
-    advantages: float32 [T, N].
-    returns: float32 [T, N].
-    loss_metrics: the [E, M] losses of every epoch and minibatch.
-    batch: the update's flattened [T*N] batch.
+    out: the update's [T, N] rollout, each step's early ends ([T, S, ...]), advantages and
+      returns (float32 [T, N]) and the [E, M] losses of every epoch and minibatch.
   """
+  traj, early_ends, advantages, returns = out.traj, out.early_ends, out.advantages, out.returns
+  loss_metrics = dict(out.loss_metrics)
   nonfinite = _nonfinite_quantities(loss_metrics, train)  # [Q], before any reduction
   fewest_families = jnp.min(loss_metrics.pop("families/per_minibatch"))  # over [E, M]
   fewest_effective = jnp.min(loss_metrics.pop("sync/effective_families"))  # over [E, M]
@@ -476,9 +576,9 @@ def _update_metrics(parts: _Parts, train: TrainState, traj: Transition,
   metrics.update(audit.rollout_metrics(
       traj.signals, traj.early_end, traj.metrics, traj.reset_reason, ends, early_ends,
       num_families=parts.num_families, audit=parts.config.audit,
-      foot_names=parts.env.foot_names))
+      foot_names=parts.env.foot_names, num_traces=parts.config.audit.traces_per_update))
   metrics["policy/std_mean"] = jnp.mean(parts.networks.policy(train.params,
-                                                             batch.policy_obs[:1])[1])
+                                                             traj.policy_obs[0, :1])[1])
   metrics["ppo/learning_rate"] = ppo.get_learning_rate(train.opt_state)
   metrics["guard/nonfinite"] = nonfinite
   return metrics

@@ -13,7 +13,8 @@ touches the previous checkpoint). Its items:
   policy    the actor parameters and the normalizer alone, for `mjx_walk.run.policy`
   manifest  the seed-family manifest (JSON), checked against its hash on restore
   config    the resolved config (JSON)
-  progress  update, env steps, wall-clock seconds and the held-out score, for people (JSON)
+  progress  update, env steps, wall-clock seconds, the held-out score, and the devices and
+            processes it was trained on, for people (JSON)
   contents  what the array items hold (JSON): every stored leaf's shape, dtype and sha256, and
             the config and manifest hashes
 
@@ -23,7 +24,8 @@ leaf's shape and dtype against abstract shapes from `jax.eval_shape(trainer.init
 restored leaf's sha256 against `contents`. A failure names the step, the path and the leaf or
 field. Resuming falls back past failed checkpoints to the newest intact one and says so; an
 explicit step is refused. Nothing is reset or compiled to restore. Typed PRNG keys are stored as
-their raw key data.
+their raw key data. Arrays are stored whole, whatever number of devices or processes held them,
+so a checkpoint restores onto any number (`sharding.Devices.place`).
 
 A train state with a non-finite value is never saved (`DivergedError`): the keep-policy below
 could otherwise rotate the last good checkpoint out. The newest `checkpoint.max_to_keep`
@@ -50,6 +52,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from mjx_walk import config as config_lib
+from mjx_walk.learn import sharding
 from mjx_walk.run import run_folder
 from mjx_walk.sim import families
 
@@ -115,9 +118,9 @@ def _stored_spec(x: Any) -> jax.ShapeDtypeStruct:
 
 
 def _to_storable(tree: Any) -> dict[str, np.ndarray]:
-  """Host NumPy copies of the non-empty leaves, typed keys as their key data."""
-  return {name: np.asarray(jax.device_get(jax.random.key_data(x) if _is_key(x) else x))
-          for name, x in _stored_leaves(tree).items()}
+  """Whole host NumPy copies of the non-empty leaves (blocks held by other processes gathered),
+  typed keys as their key data."""
+  return sharding.to_host(_stored_leaves(tree))
 
 
 def _restore_args(abstract: Any) -> ocp.args.StandardRestore:
@@ -227,13 +230,23 @@ class Checkpointer:
     self._manager = _manager(run_dir, config.checkpoint)
 
   def save(self, carry: trainer_lib.Carry, *, wall_seconds: float,
-           evaluation: dict[str, Any] | None = None) -> pathlib.Path:
+           evaluation: dict[str, Any] | None = None, score: float | None = None,
+           devices: int = 1, processes: int = 1) -> pathlib.Path:
     """Saves the carry at its update step; returns the step folder.
 
+    Over several processes every process calls it with the same values: the carry's blocks
+    held by other processes are gathered, and Orbax writes each item once.
+
     Args:
-      carry: the run's state after a chunk.
+      carry: the run's state after a chunk, on any number of devices; it is stored whole, so a
+        resume may place it on another number.
       wall_seconds: seconds since the run started (recorded for people).
       evaluation: the held-out result of this step, if the panel ran; it ranks the checkpoint.
+      score: the held-out score when `evaluation` is not at hand (a process that did not
+        evaluate).
+      devices: the devices the run trains on (recorded, so that a resume on another number
+        says that it reshards).
+      processes: the processes it trains in.
 
     Raises:
       DivergedError: the train state holds NaN or inf; nothing is saved.
@@ -246,9 +259,11 @@ class Checkpointer:
     if nonfinite:
       raise DivergedError(f"refusing to save update {step}: the train state is not finite in "
                           f"{', '.join(nonfinite[:5])}")
-    score = None if evaluation is None else held_out_score(evaluation)
+    if evaluation is not None:
+      score = held_out_score(evaluation)
     progress = {"update": step, "env_steps": step * self._config.batch_size,
-                "wall_seconds": wall_seconds, "held_out_score": score}
+                "wall_seconds": wall_seconds, "held_out_score": score, "devices": devices,
+                "processes": processes}
     contents = {"config_sha256": _config_hash(self._config), "manifest_hash": self._manifest.hash,
                 "items": {item: _describe(stored) for item, stored in arrays.items()}}
     self._manager.save(

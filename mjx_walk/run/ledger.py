@@ -203,10 +203,21 @@ def format_recipe(recipe_record: dict[str, Any]) -> str:
       f"per update",
       f"families   {r['num_train_families']} train ({r['envs_per_family']} envs each), "
       f"{r['num_eval_families']} eval ({r['num_eval_envs']} envs; {', '.join(r['strata'])})",
-      f"devices    {r['device_count']} x {r['device_kind']} ({r['platform']}); {packages}",
+      f"devices    {_format_devices(r)}; {packages}",
       f"commit     {commit}  seed {r['seed']}  started {r['time']}",
       f"manifest   {r['manifest_hash']}  panel {r['panel_hash']}",
   ])
+
+
+def _format_devices(r: dict[str, Any]) -> str:
+  """e.g. "4 x cpu (cpu), 128 envs each" or "16 x H200 (gpu) in 2 processes of 8, 512 envs
+  each"; a recipe written before runs spanned devices has only the count and kind."""
+  text = f"{r['device_count']} x {r['device_kind']} ({r['platform']})"
+  if r.get("process_count", 1) > 1:
+    text += f" in {r['process_count']} processes of {r['devices_per_process']}"
+  if "envs_per_device" in r:
+    text += f", {r['envs_per_device']} envs each"
+  return text
 
 
 def _resets(counts: dict[str, int | None]) -> str:

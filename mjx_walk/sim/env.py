@@ -202,7 +202,9 @@ class LocomotionEnv:
     mj_model = self.robot.mj_model
     if config.env.physics_timestep:
       mj_model.opt.timestep = config.env.physics_timestep  # this env's own compiled copy
-    self.model = mjx.put_model(mj_model, impl="jax")
+    # This process's own first device: MJX's default, the first device of all, belongs to
+    # process 0 in a multi-process run.
+    self.model = mjx.put_model(mj_model, device=jax.local_devices()[0], impl="jax")
     self.substeps = config_lib.substeps(config, float(mj_model.opt.timestep))
     self.dt = 1.0 / config.env.control_hz
     self.episode_steps = round(config.env.episode_seconds * config.env.control_hz)
