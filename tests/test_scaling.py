@@ -1,0 +1,166 @@
+"""Tests for mjx_walk.scaling, the batch rule.
+
+Catches a rule that scales the wrong field or by the wrong factor (the expected numbers are
+worked out by hand in each test, never by calling the rule), a derived config that `validate`
+refuses, a target accepted that the rule cannot meet, and a base config changed in place.
+"""
+
+import math
+import pathlib
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from mjx_walk import config as config_lib
+from mjx_walk import scaling
+from mjx_walk.sim import families
+
+import configs
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+class RuleTest(parameterized.TestCase):
+
+  def test_512_to_2048_envs(self):
+    base = config_lib.default()
+    cfg = scaling.scale(base, 2048)
+    # k = 2048 / 512 = 4, sqrt(k) = 2.
+    self.assertEqual(cfg.num_envs, 2048)
+    self.assertEqual(cfg.batch_size, 2048 * 24)         # 49,152 samples per update
+    self.assertEqual(cfg.minibatch_size, 4 * 3072)      # 12,288 = 49,152 / 4 minibatches
+    self.assertEqual(cfg.ppo.learning_rate, 2e-3)       # 1e-3 x 2
+    self.assertEqual(cfg.ppo.max_learning_rate, 2e-2)   # 1e-2 x 2
+    self.assertEqual(cfg.families.num_train_families, 512)  # 128 x 4
+    self.assertEqual(cfg.num_envs // cfg.families.num_train_families, 4)  # as 512 / 128
+    self.assertEqual(cfg.total_env_steps, 48_000_000)   # 12M x 4
+    self.assertEqual(cfg.num_chunks, 245)               # ceil(48M / 196,608) = ceil(12M / 49,152)
+    # Kept: the horizon (0.48 s of policy lag), reuse and SGD steps per update, the KL target,
+    # the rate's floor, the panel.
+    self.assertEqual(cfg.unroll_length, 24)
+    self.assertEqual((cfg.ppo.num_epochs, cfg.ppo.num_minibatches), (5, 4))
+    self.assertEqual(cfg.ppo.desired_kl, 0.01)
+    self.assertEqual(cfg.ppo.min_learning_rate, 1e-5)
+    self.assertEqual(cfg.panel, base.panel)
+    self.assertEqual(cfg.updates_per_chunk, 4)
+
+  def test_512_to_768_envs_is_not_a_power_of_two(self):
+    cfg = scaling.scale(config_lib.default(), 768)
+    # k = 1.5, sqrt(1.5) = 1.224744871391589.
+    self.assertAlmostEqual(cfg.ppo.learning_rate, 1.224744871391589e-3, delta=1e-18)
+    self.assertAlmostEqual(cfg.ppo.max_learning_rate, 1.224744871391589e-2, delta=1e-17)
+    self.assertEqual(cfg.families.num_train_families, 192)  # 768 / 4 envs per family
+    self.assertEqual(cfg.total_env_steps, 18_000_000)
+    self.assertEqual(cfg.minibatch_size, 768 * 24 // 4)  # 4,608
+
+  def test_the_run_length_rounds_up_and_keeps_the_chunk_count(self):
+    base = configs.with_changes(total_env_steps=1001)
+    cfg = scaling.scale(base, 768)
+    self.assertEqual(cfg.total_env_steps, 1502)  # 1001 x 1.5 = 1501.5, rounded up
+    self.assertEqual(cfg.num_chunks, base.num_chunks)
+
+  def test_the_same_count_is_the_identity(self):
+    base = config_lib.default()
+    cfg = scaling.scale(base, 512)
+    self.assertEqual(cfg, base)
+    self.assertIsNot(cfg, base)
+    self.assertEqual(scaling.changes(base, cfg), {})
+
+  def test_the_base_is_not_changed(self):
+    base = config_lib.default()
+    scaling.scale(base, 4096)
+    self.assertEqual(base, config_lib.default())
+
+  def test_changes_name_each_scaled_field_with_old_and_new(self):
+    base = config_lib.default()
+    self.assertEqual(scaling.changes(base, scaling.scale(base, 1024)), {
+        "num_envs": (512, 1024),
+        "total_env_steps": (12_000_000, 24_000_000),
+        "families.num_train_families": (128, 256),
+        "ppo.learning_rate": (1e-3, 1e-3 * math.sqrt(2)),
+        "ppo.max_learning_rate": (1e-2, 1e-2 * math.sqrt(2)),
+    })
+    self.assertEqual(tuple(scaling.changes(base, scaling.scale(base, 1024))),
+                     scaling.SCALED_FIELDS)
+    self.assertEqual(scaling.format_changes({"num_envs": (512, 1024)}), "  num_envs: 512 -> 1024")
+
+  def test_a_fixed_rate_scales_without_the_adaptive_bounds(self):
+    # desired_kl = 0: the rate is used as is, and validate does not hold it to the bounds.
+    base = configs.with_changes(ppo__desired_kl=0.0, ppo__learning_rate=0.05)
+    self.assertEqual(scaling.scale(base, 2048).ppo.learning_rate, 0.1)  # 0.05 x sqrt(4)
+
+  @parameterized.named_parameters(
+      # (base changes, targets): envs per family and minibatch count set the step.
+      ("default", {}, (512, 516, 640, 768, 1000, 1024, 2048, 4096, 8192, 12288, 65536)),
+      ("tiny", configs.TINY, (8, 10, 16, 32, 100)),  # 2 envs per family, 2 minibatches
+      ("one_env_per_family_8_minibatches",
+       {"num_envs": 64, "families__num_train_families": 64, "ppo__num_minibatches": 8},
+       (64, 72, 128, 1000)),
+      ("fixed_rate", {"ppo__desired_kl": 0.0, "ppo__learning_rate": 0.5}, (1024, 8192)),
+  )
+  def test_every_derived_config_is_valid(self, changes, targets):
+    base = configs.with_changes(**changes)
+    for target in targets:
+      with self.subTest(num_envs=target):
+        cfg = scaling.scale(base, target)
+        self.assertIs(config_lib.validate(cfg), cfg)
+        self.assertEqual(cfg.num_envs, target)
+        self.assertEqual(cfg.num_envs // cfg.families.num_train_families,
+                         base.num_envs // base.families.num_train_families)
+
+  def test_the_gpu_config_scales_too(self):
+    gpu = config_lib.load_file(str(REPO / "experiments" / "go2_flat_gpu.py"))
+    cfg = scaling.scale(gpu, 16384)  # 64 envs per family there: 256 families
+    self.assertEqual(cfg.families.num_train_families, 256)
+    self.assertEqual(cfg.ppo.learning_rate, gpu.ppo.learning_rate * math.sqrt(2))
+
+  def test_the_base_families_stay_and_new_ones_join(self):
+    base = config_lib.default()
+    before, after = (families.train_seeds(c) for c in (base, scaling.scale(base, 2048)))
+    self.assertLen(after, 512)
+    self.assertEqual(after[:128], before)
+    self.assertLen(set(after), 512)
+
+  @parameterized.named_parameters(
+      ("zero", 0, r"num_envs=0 is refused: it must be a positive integer\.$"),
+      ("negative", -1024, r"num_envs=-1024 is refused: it must be a positive integer\.$"),
+      ("fractional", 1024.0, r"num_envs=1024\.0 is refused: it must be a positive integer\.$"),
+      ("bool", True, r"num_envs=True is refused: it must be a positive integer\.$"),
+      ("below_base", 256,
+       r"num_envs=256 is refused: it must be at least the base config's num_envs=512: the rule "
+       r"scales out, and scaling down would drop training families\."),
+      ("not_divisible", 1001,
+       r"num_envs=1001 is refused: it must be a multiple of 4, so that every family keeps its 4 "
+       r"envs and the batch splits into ppo\.num_minibatches=4 minibatches \(e\.g\. 1000 or "
+       r"1004\)\.$"),
+      ("not_divisible_just_above_the_base", 514,
+       r"num_envs=514 is refused: it must be a multiple of 4.*\(e\.g\. 516\)\.$"),
+  )
+  def test_refused_targets_name_the_value_and_what_is_accepted(self, target, pattern):
+    base = config_lib.default()
+    with self.assertRaisesRegex(ValueError, rf"^scaling to {pattern}"):
+      scaling.scale(base, target)
+    self.assertEqual(base, config_lib.default())
+
+  def test_the_step_is_the_least_common_multiple(self):
+    # 6 envs per family and 4 minibatches: multiples of 12.
+    base = configs.with_changes(num_envs=24, families__num_train_families=4)
+    self.assertEqual(scaling.scale(base, 36).families.num_train_families, 6)
+    with self.assertRaisesRegex(ValueError, r"num_envs=30 .*a multiple of 12, so that every "
+                                r"family keeps its 6 envs .* \(e\.g\. 36\)"):
+      scaling.scale(base, 30)
+
+  def test_explicit_family_seeds_cannot_grow(self):
+    base = configs.tiny(families__train_family_seeds=(1, 2, 3, 4))
+    self.assertEqual(scaling.scale(base, 8), base)
+    with self.assertRaisesRegex(ValueError, r"num_envs=16 is refused: the base config lists its "
+                                r"families\.train_family_seeds explicitly"):
+      scaling.scale(base, 16)
+
+  def test_an_invalid_base_is_refused_by_validate(self):
+    with self.assertRaisesRegex(ValueError, r"^config\.ppo\.entropy_coef=nan is invalid"):
+      scaling.scale(configs.with_changes(ppo__entropy_coef=float("nan")), 1024)
+
+
+if __name__ == "__main__":
+  absltest.main()
