@@ -1,23 +1,35 @@
-"""Tests for mjx_walk.scaling, the batch rule.
+"""Tests for mjx_walk.scaling (the batch rule) and the --scale_num_envs flag of the training command
+and of experiments/learn_benchmark.py.
 
 Catches a rule that scales the wrong field or by the wrong factor (the expected numbers are
 worked out by hand in each test, never by calling the rule), a derived config that `validate`
-refuses, a target accepted that the rule cannot meet, and a base config changed in place.
+refuses, a target accepted that the rule cannot meet, a base config changed in place, a flag that
+is ignored, applied after the run folder is written or combined with --resume. Nothing here
+trains: the commands stop at a robot that does not exist or at a stand-in for `train.run`.
 """
 
 import math
 import pathlib
+import sys
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
 
 from mjx_walk import config as config_lib
 from mjx_walk import scaling
+from mjx_walk import train as train_lib
 from mjx_walk.sim import families
 
+import commands
 import configs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "experiments"))
+import learn_benchmark  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+NO_ROBOT = "--config.env.robot=no_such_robot"
+"""Makes a run that got past the flags fail at its robot, before anything is written or compiled."""
 
 
 class RuleTest(parameterized.TestCase):
@@ -160,6 +172,103 @@ class RuleTest(parameterized.TestCase):
   def test_an_invalid_base_is_refused_by_validate(self):
     with self.assertRaisesRegex(ValueError, r"^config\.ppo\.entropy_coef=nan is invalid"):
       scaling.scale(configs.with_changes(ppo__entropy_coef=float("nan")), 1024)
+
+
+def _stand_in_for_run(seen: list):
+  """Replaces `train.run`: records the config it is given and stops the command (status 0)
+  before anything is built, written or compiled."""
+  def run(config, *args, **kwargs):
+    del args, kwargs
+    seen.append(config)
+    raise SystemExit(0)
+  return mock.patch.object(train_lib, "run", side_effect=run)
+
+
+class TrainFlagTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = pathlib.Path(self.create_tempdir().full_path)
+
+  def assert_refused(self, ran: commands.Ran, pattern: str) -> None:
+    self.assertEqual(ran.status, 2, ran.err)
+    self.assertRegex(ran.err, rf"^error: {pattern}")
+    self.assertNotIn("Traceback", ran.err)
+
+  def test_the_flag_scales_the_loaded_config_and_prints_the_changes(self):
+    seen = []
+    with _stand_in_for_run(seen):
+      ran = commands.run_main(train_lib.main, "--scale_num_envs=2048",
+                              f"--run_dir={self.root / 'run'}")
+    self.assertEqual(ran.status, 0, ran.err)
+    self.assertEqual(seen, [scaling.scale(config_lib.default(), 2048)])
+    self.assertEqual(ran.out, (
+        "--scale_num_envs=2048: the batch rule (mjx_walk/scaling.py) changed:\n"
+        "  num_envs: 512 -> 2048\n"
+        "  total_env_steps: 12000000 -> 48000000\n"
+        "  families.num_train_families: 128 -> 512\n"
+        "  ppo.learning_rate: 0.001 -> 0.002\n"
+        "  ppo.max_learning_rate: 0.01 -> 0.02\n"))
+
+  def test_overrides_are_part_of_the_base(self):
+    seen = []
+    with _stand_in_for_run(seen):
+      ran = commands.run_main(train_lib.main, "--config.num_envs=1024",
+                              "--config.ppo.learning_rate=5e-4", "--scale_num_envs=4096")
+    self.assertEqual(ran.status, 0, ran.err)
+    # k = 4096 / 1024 = 4; 1024 envs over 128 families is 8 envs per family.
+    self.assertEqual(seen[0].families.num_train_families, 512)
+    self.assertEqual(seen[0].ppo.learning_rate, 1e-3)
+    self.assertIn("  num_envs: 1024 -> 4096\n", ran.out)
+
+  def test_a_scaled_run_gets_to_its_checks_before_writing(self):
+    # The real `run`: the scaled config passes validation and its 256-family manifest is drawn;
+    # the missing robot then stops it, with nothing written or compiled.
+    target = self.root / "never-robot"
+    ran = commands.run_main(train_lib.main, "--scale_num_envs=1024", NO_ROBOT,
+                            f"--run_dir={target}")
+    self.assert_refused(ran, r"config\.env\.robot='no_such_robot' is invalid")
+    self.assertIn("  families.num_train_families: 128 -> 256\n", ran.out)
+    self.assertFalse(target.exists())
+
+  def test_a_refused_value_stops_the_command_before_anything_is_written(self):
+    for value, pattern in (
+        ("1001", r"scaling to num_envs=1001 is refused: it must be a multiple of 4"),
+        ("256", r"scaling to num_envs=256 is refused: it must be at least the base config's "
+                r"num_envs=512"),
+        ("0", r"scaling to num_envs=0 is refused: it must be a positive integer"),
+        ("-8", r"scaling to num_envs=-8 is refused: it must be a positive integer")):
+      with self.subTest(value=value):
+        target = self.root / f"never-{value}"
+        ran = commands.run_main(train_lib.main, f"--scale_num_envs={value}", NO_ROBOT,
+                                f"--run_dir={target}")
+        # The rule's refusal, not the robot's: the flag is applied before the run's checks.
+        self.assert_refused(ran, pattern + r".*\.\n$")
+        self.assertEqual(ran.out, "")
+        self.assertFalse(target.exists())
+
+  def test_not_with_resume(self):
+    run_dir = self.root / "saved"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(config_lib.default().to_json())
+    before = commands.folder_digest(run_dir)
+    ran = commands.run_main(train_lib.main, f"--resume={run_dir}", "--scale_num_envs=1024")
+    self.assert_refused(ran, r"give --resume=<run folder> or --scale_num_envs, not both: a "
+                        r"resumed run keeps its saved config\n$")
+    self.assertEqual(commands.folder_digest(run_dir), before)
+
+  def test_learn_benchmark_takes_the_same_flag(self):
+    seen = []
+    with _stand_in_for_run(seen):
+      ran = commands.run_main(learn_benchmark.main, "--scale_num_envs=1024")
+    self.assertEqual(ran.status, 0, ran.err)
+    expected = learn_benchmark.for_wall_clock(scaling.scale(config_lib.default(), 1024))
+    self.assertEqual(seen, [expected])
+    self.assertEqual(expected.panel.every_chunks, 0)  # evaluations follow the wall clock
+    target = self.root / "never-benchmark"
+    ran = commands.run_main(learn_benchmark.main, "--scale_num_envs=1001", f"--run_dir={target}")
+    self.assert_refused(ran, r"scaling to num_envs=1001 is refused")
+    self.assertFalse(target.exists())
 
 
 if __name__ == "__main__":
