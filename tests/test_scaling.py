@@ -1,18 +1,21 @@
-"""Tests for mjx_walk.scaling (the batch rule) and the --scale_num_envs flag of the training command
-and of experiments/learn_benchmark.py.
+"""Tests for mjx_walk.scaling (the batch rule), the --scale_num_envs flag of the training command
+and of experiments/learn_benchmark.py, and experiments/scaling_sweep.py's plan and JSON lines.
 
 Catches a rule that scales the wrong field or by the wrong factor (the expected numbers are
 worked out by hand in each test, never by calling the rule), a derived config that `validate`
 refuses, a target accepted that the rule cannot meet, a base config changed in place, a flag that
-is ignored, applied after the run folder is written or combined with --resume. Nothing here
-trains: the commands stop at a robot that does not exist or at a stand-in for `train.run`.
+is ignored, applied after the run folder is written or combined with --resume, and a sweep line
+that loses a field or cannot be parsed. Nothing here trains: the commands stop at a robot that
+does not exist or at a stand-in for `train.run`, and the sweep's real run is in experiments/README.md.
 """
 
+import json
 import math
 import pathlib
 import sys
 from unittest import mock
 
+from absl import flags
 from absl.testing import absltest
 from absl.testing import parameterized
 
@@ -27,6 +30,7 @@ import configs
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))
 import learn_benchmark  # pylint: disable=g-import-not-at-top,wrong-import-position
+import scaling_sweep  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 NO_ROBOT = "--config.env.robot=no_such_robot"
 """Makes a run that got past the flags fail at its robot, before anything is written or compiled."""
@@ -269,6 +273,100 @@ class TrainFlagTest(absltest.TestCase):
     ran = commands.run_main(learn_benchmark.main, "--scale_num_envs=1001", f"--run_dir={target}")
     self.assert_refused(ran, r"scaling to num_envs=1001 is refused")
     self.assertFalse(target.exists())
+
+
+def _ledger_records() -> list[dict]:
+  """A run's ledger records as `learn_benchmark.summarize` reads them: two chunks' updates at
+  400 and 500 env steps/s (the first is the compile chunk's) and two evaluations, the second
+  walking on `flat`."""
+  strata = lambda lin: {"flat": {"fall_rate": 0.0, "lin_vel_error": lin, "yaw_rate_error": 0.1},
+                        "slope": {"fall_rate": 0.5, "lin_vel_error": 0.4, "yaw_rate_error": 0.2}}
+  return [
+      {"kind": "recipe", "num_envs": 16},
+      {"kind": "update", "update": 1, "env_steps": 96, "perf/sps": 3.0},
+      {"kind": "update", "update": 2, "env_steps": 192, "perf/sps": 400.0},
+      {"kind": "eval", "update": 2, "env_steps": 192, "wall_seconds": 60.0, "strata": strata(0.5)},
+      {"kind": "update", "update": 3, "env_steps": 288, "perf/sps": 500.0},
+      {"kind": "eval", "update": 3, "env_steps": 288, "wall_seconds": 90.0, "strata": strata(0.2)},
+  ]
+
+
+class SweepTest(absltest.TestCase):
+
+  def test_the_plan_scales_each_count_by_the_rule(self):
+    base = config_lib.default()
+    planned = scaling_sweep.plan(base, [256, 512, 1024, 2048], naive=False)
+    self.assertEqual([rule for rule, _, _ in planned], ["naive", "scaled", "scaled", "scaled"])
+    # 256 is below the base: only num_envs changes (128 families of 2 envs), and it says why.
+    rule, cfg, note = planned[0]
+    self.assertEqual(scaling.changes(base, cfg), {"num_envs": (512, 256)})
+    self.assertIn("below the base's 512 envs", note)
+    self.assertEqual(planned[1][1], base)
+    self.assertEqual(planned[3][1], scaling.scale(base, 2048))
+    self.assertEqual([n for _, _, n in planned[1:]], [None] * 3)
+
+  def test_the_naive_plan_changes_only_num_envs(self):
+    base = config_lib.default()
+    for count, (rule, cfg, note) in zip([256, 1024, 2048],
+                                        scaling_sweep.plan(base, [256, 1024, 2048], naive=True)):
+      self.assertEqual((rule, note), ("naive", None))
+      self.assertEqual(scaling.changes(base, cfg), {"num_envs": (512, count)})
+    with self.assertRaisesRegex(ValueError, r"config\.num_envs=1000 .*divisible by "
+                                r"families\.num_train_families=128"):
+      scaling_sweep.plan(base, [1000], naive=True)
+
+  def test_one_parseable_json_line_per_count(self):
+    base = configs.tiny()
+    _, cfg, _ = scaling_sweep.plan(base, [32], naive=False)[0]
+    summary = learn_benchmark.summarize(_ledger_records())
+    line = scaling_sweep.sweep_line(32, "scaled", scaling.changes(base, cfg), None, summary, 0.4,
+                                    pathlib.Path("/tmp/out/32_scaled"))
+    text = json.dumps(line)
+    self.assertNotIn("\n", text)
+    parsed = json.loads(text)
+    self.assertEqual(set(parsed), {"num_envs", "rule", "changed", "minutes_to_walk", "env_steps",
+                                   "train_sps", "final", "curve", "budget_minutes", "run_dir"})
+    self.assertEqual((parsed["num_envs"], parsed["rule"]), (32, "scaled"))
+    # 8 -> 32 envs: k = 4.
+    self.assertEqual(parsed["changed"], {
+        "num_envs": [8, 32], "total_env_steps": [192, 768],
+        "families.num_train_families": [4, 16], "ppo.learning_rate": [0.001, 0.002],
+        "ppo.max_learning_rate": [0.01, 0.02]})
+    self.assertEqual(parsed["minutes_to_walk"], 1.5)  # the second evaluation, 90 s in
+    self.assertEqual(parsed["env_steps"], 288)
+    self.assertEqual(parsed["train_sps"], 450)  # median of the chunks after the compile chunk
+    self.assertEqual(parsed["final"]["slope"]["fall_rate"], 0.5)
+    self.assertEqual(parsed["curve"], [[1.0, 192, 0.0, 0.5, 0.1], [1.5, 288, 0.0, 0.2, 0.1]])
+    self.assertEqual(parsed["run_dir"], "/tmp/out/32_scaled")
+    noted = scaling_sweep.sweep_line(4, "naive", {}, "below the base", summary, 6.0,
+                                     pathlib.Path("r"))
+    self.assertEqual(json.loads(json.dumps(noted))["note"], "below the base")
+
+  def test_the_command_refuses_before_training_anything(self):
+    out = pathlib.Path(self.create_tempdir().full_path) / "sweep"
+    taken = out / "512_scaled"
+    taken.mkdir(parents=True)
+    (taken / "ledger.jsonl").write_text("")
+    for args, pattern in (
+        (["--num_envs=1024,1001"], r"scaling to num_envs=1001 is refused: it must be a multiple "
+                                   r"of 4"),
+        (["--num_envs=1024,512"], rf"--run_dir={taken} already holds a run"),
+        (["--num_envs=512,abc"], r"--num_envs=512,abc: 'abc' is not an integer"),
+        (["--num_envs=512,512"], r"--num_envs=512,512: give distinct env counts"),
+        (["--scale_num_envs=1024"], r"--scale_num_envs is not a sweep flag"),
+        (["--run_dir=elsewhere"], r"--run_dir is not a sweep flag")):
+      with self.subTest(args=args):
+        ran = commands.run_main(scaling_sweep.main, f"--out_dir={out}", *args)
+        self.assertEqual(ran.status, 2, ran.err)
+        self.assertRegex(ran.err, rf"^error: {pattern}")
+        self.assertEqual(sorted(p.name for p in out.iterdir()), ["512_scaled"])
+    ran = commands.run_main(scaling_sweep.main)
+    self.assertEqual((ran.status, ran.err), (2, "error: give --out_dir, the folder the sweep's "
+                                                "runs go in\n"))
+
+  def test_the_sweep_defaults(self):
+    self.assertEqual(flags.FLAGS["num_envs"].default, ["256", "512", "1024", "2048"])
+    self.assertEqual(flags.FLAGS["budget_minutes"].default, 6.0)
 
 
 if __name__ == "__main__":
