@@ -4,9 +4,10 @@ and of experiments/learn_benchmark.py, and experiments/scaling_sweep.py's plan a
 Catches a rule that scales the wrong field or by the wrong factor (the expected numbers are
 worked out by hand in each test, never by calling the rule), a derived config that `validate`
 refuses, a target accepted that the rule cannot meet, a base config changed in place, a flag that
-is ignored, applied after the run folder is written or combined with --resume, and a sweep line
+is ignored, applied after the run folder is written or accepted with --resume, and a sweep line
 that loses a field or cannot be parsed. Nothing here trains: the commands stop at a robot that
-does not exist or at a stand-in for `train.run`, and the sweep's real run is in experiments/README.md.
+does not exist or at a stand-in for `train.run`; the sweep's real run is left to
+experiments/README.md.
 """
 
 import json
