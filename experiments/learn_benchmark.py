@@ -3,10 +3,13 @@
   python experiments/learn_benchmark.py --budget_minutes=30
   python experiments/learn_benchmark.py --config=experiments/go2_flat_gpu.py --budget_minutes=5
   python experiments/learn_benchmark.py --config.num_envs=1024 --run_dir=runs/learn_1024
+  python experiments/learn_benchmark.py --scale_num_envs=2048 --budget_minutes=10
 
 Trains with `mjx_walk.train.run` (the CLI's own loop: ledger, checkpoints, panel) for
 --budget_minutes of wall-clock, compilation and evaluations included, evaluating the held-out
-panel every --eval_every_minutes and at the end. Prints ONE JSON line:
+panel every --eval_every_minutes and at the end. --scale_num_envs=N scales the config to N envs by
+the batch rule of `mjx_walk/scaling.py`, as it does for `python -m mjx_walk.train`. Prints ONE
+JSON line:
 
   minutes_to_walk  wall-clock minutes at the first evaluation whose `flat` stratum meets the
                    walking criteria (fall rate <= 5%, xy-velocity tracking error <= 0.25 m/s,
@@ -34,8 +37,8 @@ from mjx_walk import config as config_lib
 from mjx_walk import train
 from mjx_walk.run import ledger
 
-# --config (a file, plus --config.<field> overrides) and --run_dir are the training CLI's own flags,
-# defined by `mjx_walk.train`.
+# --config (a file, plus --config.<field> overrides), --scale_num_envs and --run_dir are the
+# training CLI's own flags, defined by `mjx_walk.train`.
 _BUDGET = flags.DEFINE_float("budget_minutes", 30.0, "Wall-clock budget, compile included.")
 _EVAL_EVERY = flags.DEFINE_float("eval_every_minutes", 3.0, "Held-out evaluation interval.")
 
@@ -66,14 +69,23 @@ def summarize(records: list[dict]) -> dict:
   }
 
 
+def for_wall_clock(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
+  """A validated copy of `config` for a wall-clock budget: evaluations follow the clock
+  (`eval_every_seconds`) instead of the chunk count, and the run is long enough never to end
+  before the budget does."""
+  config = copy.deepcopy(config)
+  config.panel.every_chunks = 0
+  config.total_env_steps = max(config.total_env_steps, 10**12)
+  return config_lib.validate(config)
+
+
 def main(argv: list[str]) -> None:
   del argv
   cli.quiet_library_logs()
-  config = copy.deepcopy(flags.FLAGS.config)
-  config.panel.every_chunks = 0  # evaluations follow the wall clock instead
-  # Enough steps never to end before the budget does.
-  config.total_env_steps = max(config.total_env_steps, 10**12)
-  config_lib.validate(config)
+  try:
+    config = for_wall_clock(train.apply_scale_flag(flags.FLAGS.config))
+  except ValueError as error:
+    cli.refuse(str(error))
   run_dir = train.run(config, cli.RUN_DIR.value, wall_budget_seconds=60 * _BUDGET.value,
                       eval_every_seconds=60 * _EVAL_EVERY.value)
   result = summarize(ledger.read_run(run_dir))

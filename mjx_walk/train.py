@@ -46,6 +46,7 @@ import numpy as np
 
 from mjx_walk import cli
 from mjx_walk import config as config_lib
+from mjx_walk import scaling
 from mjx_walk.analysis import panel
 from mjx_walk.analysis import report
 from mjx_walk.analysis import traces as trace_files
@@ -86,6 +87,12 @@ _DISTRIBUTED = flags.DEFINE_bool(
     "Join a multi-process run whose coordinator, process count and process index come from the "
     "cluster's environment, as jax.distributed detects them (Slurm, Open MPI, or "
     "JAX_COORDINATOR_ADDRESS with the flags above).")
+_SCALE_NUM_ENVS = flags.DEFINE_integer(
+    "scale_num_envs", None,
+    "Train with this many envs, scaled from the loaded config (--config and its overrides) by the "
+    "batch rule of mjx_walk/scaling.py: the families, the run length and the learning rates "
+    "grow with the batch; the horizon, epochs, minibatch count and KL target are kept. Not "
+    "with --resume (a resumed run keeps its saved config).")
 
 
 def format_progress(env_steps: int, total: int, sps: float, record: dict[str, float]) -> str:
@@ -581,15 +588,36 @@ def _start_processes() -> None:
     cli.refuse(f"could not join the multi-process run: {error}")
 
 
+def apply_scale_flag(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
+  """`config` scaled to --scale_num_envs by `scaling.scale`, printing each field it changed;
+  `config` itself without the flag. Shared with experiments/learn_benchmark.py.
+
+  Raises:
+    ValueError: a target the rule refuses, or an invalid `config`; nothing is written.
+  """
+  if _SCALE_NUM_ENVS.value is None:
+    return config
+  scaled = scaling.scale(config, _SCALE_NUM_ENVS.value)
+  changed = scaling.changes(config, scaled)
+  print(f"--scale_num_envs={_SCALE_NUM_ENVS.value}: the batch rule (mjx_walk/scaling.py) "
+        + (f"changed:\n{scaling.format_changes(changed)}" if changed else "changed nothing"),
+        flush=True)
+  return scaled
+
+
 def main(argv: list[str]) -> None:
   cli.quiet_library_logs()
   if len(argv) > 1:
     cli.refuse(f"unexpected arguments: {argv[1:]}")
   if _RESUME.value and cli.RUN_DIR.value:
     cli.refuse("give --resume=<run folder> or --run_dir, not both")
+  if _RESUME.value and _SCALE_NUM_ENVS.value is not None:
+    cli.refuse("give --resume=<run folder> or --scale_num_envs, not both: a resumed run keeps "
+               "its saved config")
   _start_processes()  # before anything touches a device
   config = _CONFIG.value
   try:
+    config = apply_scale_flag(config)
     if _RESUME.value:
       config = resume_config(pathlib.Path(_RESUME.value), config, _overrides(),
                              flags.FLAGS["config"].present)

@@ -60,6 +60,7 @@ SIM2SIM_COMMAND = ("tests/test_sim2sim.py::Sim2SimCommandTest::test_c_mujoco_wit
 EXPORT_PARITY = ("tests/test_export.py::ExportCommandTest::test_the_model_matches_the_jax_"
                  "policy_at_batch_sizes_1_2_and_7",)
 EXPORT_CLIP = ("tests/test_export.py::ActionClipTest",)
+SCALING = ("tests/test_scaling.py",)
 PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
                "signals_restores_and_resumes_bit_for_bit",)
 
@@ -201,6 +202,14 @@ MUTANTS = (
     Mutant("onnx_without_clip", "mjx_walk/run/onnx_policy.py",
            "    action = jnp.clip(policy_lib.mean_action(nets, normalize, params, obs), -clip, clip)",
            "    action = policy_lib.mean_action(nets, normalize, params, obs)", EXPORT_CLIP),
+    # The batch rule: the learning rate scaled linearly (SGD's rule), the families left as they
+    # were, and a --scale_num_envs the training command never applies.
+    Mutant("scaling_lr_linear", "mjx_walk/scaling.py",
+           "  root = math.sqrt(num_envs / base)\n", "  root = num_envs / base\n", SCALING),
+    Mutant("scaling_families_kept", "mjx_walk/scaling.py",
+           "  scaled.families.num_train_families = num_envs // envs_per_family\n", "", SCALING),
+    Mutant("scale_flag_ignored", "mjx_walk/train.py",
+           "    config = apply_scale_flag(config)\n", "", SCALING),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

@@ -3,7 +3,8 @@ entry points stay light.
 
 Catches a module that imports from a layer above it (anywhere in the file, in a function or
 under TYPE_CHECKING), a ledger reader that loads JAX or MuJoCo, a config file that loads MuJoCo,
-and a deployed policy that drags in the trainer or the audit.
+a scaling rule that loads anything but the config and the standard library, and a deployed
+policy that drags in the trainer or the audit.
 """
 
 import ast
@@ -24,9 +25,11 @@ import configs
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "mjx_walk"
 
-LAYERS = {"config": 0, "sim": 1, "learn": 2, "run": 3, "analysis": 4}
+LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "analysis": 4}
 """Layer of each top-level name of the package; anything else (the commands `train`,
 `evaluate`, `report`, `ledger`, and `cli`, `__init__`) is the top layer."""
+CONFIG_LAYER = ("config", "scaling")
+"""The config layer's modules (files, not subpackages): the config and the batch scaling rule."""
 TOP = 5
 
 
@@ -66,7 +69,8 @@ class LayeringTest(absltest.TestCase):
 
   def test_the_layer_table_knows_every_subpackage(self):
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
-    self.assertEqual(subpackages, set(LAYERS) - {"config"})
+    self.assertEqual(subpackages, set(LAYERS) - set(CONFIG_LAYER))
+    self.assertTrue(all((PACKAGE / f"{name}.py").is_file() for name in CONFIG_LAYER))
 
   def test_no_module_imports_from_a_layer_above_it(self):
     upward = []
@@ -107,6 +111,20 @@ class LightImportsTest(absltest.TestCase):
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "mujoco")))
         """)
     self.assertEqual(loaded, [])
+
+  def test_the_scaling_rule_loads_only_the_config_and_the_standard_library(self):
+    # What the import adds to a bare interpreter's modules (a venv's .pth files load some of
+    # their own at start-up).
+    loaded = _run_python("""
+        import json, sys
+        before = set(sys.modules)
+        from mjx_walk import config, scaling
+        scaling.scale(config.default(), 2048)
+        print(json.dumps(sorted(m for m in set(sys.modules) - before
+                                if m.split(".")[0] not in sys.stdlib_module_names | {"mjx_walk"})))
+        """)
+    self.assertEqual(loaded, [])
+    self.assertEqual(_imported(PACKAGE / "scaling.py"), {"mjx_walk.config"})
 
   def test_loading_a_policy_imports_no_trainer_or_audit(self):
     cfg = configs.tiny()
