@@ -373,7 +373,13 @@ def _save(saver: checkpoint.Checkpointer, carry: trainer_lib.Carry, run_start: f
           evaluation: dict | None, score: float | None,
           devices: sharding.Devices) -> pathlib.Path:
   """Saves a checkpoint (every process takes part, with process 0's held-out `score`) and
-  prints where, how big and how long it took."""
+  prints where, how big and how long it took.
+
+  Raises:
+    sharding.NotReplicatedError: the train state differs between devices or processes (it is
+      computed the same everywhere, so this is a fault); nothing is saved.
+  """
+  sharding.check_replicated(carry.train)
   start = time.perf_counter()
   path = saver.save(carry, wall_seconds=time.perf_counter() - run_start, evaluation=evaluation,
                     score=score, devices=devices.count, processes=devices.processes)

@@ -31,6 +31,7 @@ blocks other processes hold, so that checkpoints never depend on the device coun
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
 import jax
@@ -247,3 +248,27 @@ def any_process(flag: bool) -> bool:
   if jax.process_count() == 1:
     return flag
   return bool(np.any(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
+
+
+class NotReplicatedError(RuntimeError):
+  """A value every device should hold the same differs between devices or processes."""
+
+
+def check_replicated(tree: Any, what: str = "the train state") -> None:
+  """Raises `NotReplicatedError` unless every device of every process holds the same `tree`
+  (bitwise): the copies on this process's devices are compared, then a digest of this
+  process's copy with process 0's (a collective every process must join)."""
+  differing = differing_copies(tree)
+  if differing:
+    raise NotReplicatedError(f"{what} differs between this process's devices in "
+                             f"{', '.join(differing[:5])}")
+  if jax.process_count() == 1:
+    return
+  digest = hashlib.sha256()
+  for leaf in jax.tree.leaves(tree):
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+      leaf = jax.random.key_data(leaf)
+    digest.update(np.asarray(leaf.addressable_shards[0].data).tobytes())
+  mine = np.frombuffer(digest.digest(), np.uint8)
+  if not np.array_equal(agree(mine), mine):
+    raise NotReplicatedError(f"{what} of process {jax.process_index()} differs from process 0's")

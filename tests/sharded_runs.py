@@ -1,0 +1,95 @@
+"""The multi-device half of tests/test_sharding.py, run in its own process with forced host
+devices (a process's device count is fixed when JAX starts):
+
+  XLA_FLAGS=--xla_force_host_platform_device_count=4 python tests/sharded_runs.py OUT_DIR
+
+On meshes of 2 and 4 of the 4 CPU devices, with the tiny test config, it writes to OUT_DIR:
+  init_<D>.npz         the initial carry, gathered to the host (leaf name -> array)
+  chunk_<D>.npz        the carry after one chunk, and its metrics under `metric/...`
+  replicas.json        per D, the leaves of the train state whose copies differ between devices
+  straight/            a run folder with two straight chunks on 2 devices, checkpointed after
+                       each (steps 2 and 4)
+  resumed_<D>.npz      the carry after one more chunk from its step-2 checkpoint restored onto
+                       D devices (2: the same count, 4: resharded)
+  resharded/           the same step-2 checkpoint resumed by `train.run` on 4 devices; what it
+                       printed is in resharded.txt
+The test compares them with the one-device run it computes itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import pathlib
+import shutil
+import sys
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
+from mjx_walk import train as train_lib  # pylint: disable=wrong-import-position
+from mjx_walk.learn import sharding  # pylint: disable=wrong-import-position
+from mjx_walk.learn import trainer as trainer_lib  # pylint: disable=wrong-import-position
+from mjx_walk.run import checkpoint  # pylint: disable=wrong-import-position
+from mjx_walk.run import run_folder  # pylint: disable=wrong-import-position
+
+
+def config(chunks: int = 1):
+  """The tiny config, checkpointed after every chunk and evaluated only at its end."""
+  return configs.tiny(chunks, checkpoint__every_chunks=1, panel__every_chunks=0)
+
+
+def flat(tree) -> dict[str, np.ndarray]:
+  """{leaf path: whole host array}."""
+  host = sharding.to_host(tree)
+  return {jax.tree_util.keystr(path): leaf
+          for path, leaf in jax.tree_util.tree_leaves_with_path(host)}
+
+
+def main(out: pathlib.Path) -> None:
+  assert jax.device_count() == 4, jax.devices()
+  out.mkdir(parents=True, exist_ok=True)
+  mesh = {d: sharding.make(jax.devices()[:d]) for d in (2, 4)}
+  trainers = {d: trainer_lib.make_trainer(config(2), devices=mesh[d]) for d in (2, 4)}
+  replicas = {}
+  for d, trainer in trainers.items():
+    carry = trainer.init(jax.random.key(0))
+    np.savez(out / f"init_{d}.npz", **flat(carry))
+    carry, metrics = trainer.train_chunk(carry)
+    replicas[d] = sharding.differing_copies(carry.train)
+    np.savez(out / f"chunk_{d}.npz", **flat(carry),
+             **{f"metric/{k}": np.asarray(v) for k, v in jax.device_get(metrics).items()})
+    if d == 2:
+      # The run folder of two straight chunks on 2 devices, checkpointed after each.
+      run = run_folder.RunFolder.create(out / "straight", trainer.config, trainer.manifest)
+      saver = checkpoint.Checkpointer(run.root, trainer.config, trainer.manifest)
+      saver.save(carry, wall_seconds=0.0, devices=2)
+      carry, _ = trainer.train_chunk(carry)
+      saver.save(carry, wall_seconds=0.0, devices=2)
+      saver.close()
+  (out / "replicas.json").write_text(json.dumps(replicas))
+
+  # Its first checkpoint, continued for one chunk on 2 devices and on 4.
+  for d, trainer in trainers.items():
+    abstract = jax.eval_shape(trainer.init, jax.random.key(0))
+    restored = checkpoint.restore(out / "straight", abstract, trainer.config, trainer.manifest,
+                                  step=2)
+    carry, _ = trainer.train_chunk(trainer.devices.place(restored.carry, trainer.carry_shardings))
+    np.savez(out / f"resumed_{d}.npz", **flat(carry))
+
+  # The same resumed on 4 devices through the training command's own loop, which says so.
+  resharded = out / "resharded"
+  shutil.copytree(out / "straight", resharded)
+  shutil.rmtree(resharded / "checkpoints" / "4")
+  said = io.StringIO()
+  with contextlib.redirect_stdout(said):
+    train_lib.run(config(2), resharded, resume=True, devices=mesh[4])
+  (out / "resharded.txt").write_text(said.getvalue())
+
+
+if __name__ == "__main__":
+  main(pathlib.Path(sys.argv[1]))

@@ -1,0 +1,368 @@
+"""Data parallelism (mjx_walk/learn/sharding.py and the trainer's shard_map): the collectives'
+arithmetic, the batch's split over devices, runs on 2 and 4 devices against the one-device run,
+checkpoints across device counts, and a run over two processes.
+
+What is equal and what is close, between a run on D devices and on one, with the same global
+batch (the claims tests below hold the code to):
+  bitwise   the initial train state (parameters, optimizer, normalizer, key) and every env's
+            reset state (joint positions and velocities, PRNG key, family, command, clocks),
+            whatever D; the train state on every device of a run; a resume on the same D as the
+            run that was stopped; a run over 2 processes of 1 device and over 1 process of 2
+            devices.
+  one ulp   the world positions forward kinematics derives from a reset state (body, geom and
+            site positions, and the observations and foot positions read from them): XLA
+            vectorizes the vmapped kinematics differently for 4 envs per device than for 8.
+  close     the first update's rollout (rewards, resets, episode ends): the normalizer merges
+            the devices' moments in another order, so actions differ by float rounding; one SGD
+            step on a minibatch split over devices and on the same minibatch on one device.
+  differs   later updates: each device shuffles its own samples into minibatches, so the global
+            minibatches (and then the parameters) are other draws from the same distribution.
+
+Multi-device runs need a process started with forced host devices, so they run in
+`tests/sharded_runs.py` (4 devices) and the two-process run in two `python -m mjx_walk.train`
+processes meeting on 127.0.0.1; both start in `setUpModule`, side by side.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import commands
+import configs
+import test_train
+from mjx_walk import config as config_lib
+from mjx_walk import train as train_lib
+from mjx_walk.learn import networks
+from mjx_walk.learn import normalizer
+from mjx_walk.learn import ppo
+from mjx_walk.learn import sharding
+from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.run import checkpoint
+from mjx_walk.run import ledger
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+_JOBS: dict[str, object] = {}
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def setUpModule():
+  work = pathlib.Path(tempfile.mkdtemp(prefix="sharding_"))
+  _JOBS["work"] = work
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  _JOBS["devices"] = subprocess.Popen(
+      [sys.executable, str(REPO / "tests" / "sharded_runs.py"), str(work / "devices")],
+      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  address = f"127.0.0.1:{_free_port()}"
+  _JOBS["processes"] = [
+      subprocess.Popen(
+          [sys.executable, "-m", "mjx_walk.train", f"--run_dir={work / 'two_processes'}",
+           f"--coordinator_address={address}", "--num_processes=2", f"--process_id={i}",
+           *test_train.TINY_FLAGS, "--config.total_env_steps=192",
+           "--config.checkpoint.every_chunks=1", "--config.panel.every_chunks=0"],
+          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+      for i in range(2)]
+
+
+def _finished(name: str):
+  """The job's (return codes, outputs), waiting for it once."""
+  if name + "_done" not in _JOBS:
+    procs = _JOBS[name] if isinstance(_JOBS[name], list) else [_JOBS[name]]
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    _JOBS[name + "_done"] = ([p.returncode for p in procs], outs)
+  return _JOBS[name + "_done"]
+
+
+def tearDownModule():
+  for name in ("devices", "processes"):
+    procs = _JOBS.get(name)
+    for p in procs if isinstance(procs, list) else [procs]:
+      if p is not None and p.poll() is None:
+        p.kill()
+
+
+# THE ARITHMETIC OF THE COLLECTIVES, ON ONE DEVICE (vmap with a named axis stands for the mesh)
+
+
+def _on_devices(fn, num_devices: int):
+  """`fn` run as on `num_devices` devices: vmapped over a named axis, so that pmean, psum and
+  axis_index act across the mapped blocks as across the devices of a mesh."""
+  return jax.vmap(fn, axis_name=sharding.AXIS, axis_size=num_devices)
+
+
+class CollectivesTest(chex.TestCase):
+
+  def test_normalizer_merges_every_devices_moments_exactly(self):
+    rng = np.random.default_rng(0)
+    before = rng.normal(3.0, 2.0, (50, 3)).astype(np.float32)
+    # Four devices with very different data, so a mean of per-device variances would be wrong.
+    blocks = np.stack([rng.normal(10.0 * d, 1.0 + d, (6, 3)) for d in range(4)]).astype(np.float32)
+    state = normalizer.update(normalizer.init({"x": jnp.zeros(3)}), {"x": before})
+    merged = _on_devices(
+        lambda x: normalizer.update(state, {"x": x}, sharding.AXIS), 4)(blocks)
+    everything = np.concatenate([before, blocks.reshape(-1, 3)]).astype(np.float64)
+    for d in range(4):
+      np.testing.assert_array_equal(merged.count[d], 74.0)  # counts summed, exactly
+      np.testing.assert_allclose(merged.mean["x"][d], everything.mean(axis=0), rtol=1e-5)
+      np.testing.assert_allclose(merged.var["x"][d], everything.var(axis=0), rtol=1e-4)
+      chex.assert_trees_all_equal(jax.tree.map(lambda x: x[d], merged),
+                                  jax.tree.map(lambda x: x[0], merged))
+
+  def test_an_sgd_step_on_a_split_minibatch_is_the_step_on_the_whole(self):
+    config = configs.tiny()
+    one = trainer_lib.make_trainer(config)
+    parts = functools.partial(trainer_lib._Parts, config=config, env=one.env,
+                              networks=one.networks, optimizer=one.optimizer,
+                              loss_config=ppo.LossConfig(clip_eps=0.2, value_coef=1.0,
+                                                         entropy_coef=0.01),
+                              observation_spec=None,
+                              env_families=None, num_families=4)
+    spec = one.env.observation_spec()
+    obs_size, critic_size = spec["policy"].shape[-1], spec["critic"].shape[-1]
+    params = one.networks.init(jax.random.key(1), obs_size, critic_size)
+    opt_state = one.optimizer.init(params)
+    rng = np.random.default_rng(2)
+    size = 24
+    policy_obs = rng.normal(size=(size, obs_size)).astype(np.float32)
+    mean, std = one.networks.policy(params, policy_obs)
+    actions = np.asarray(mean + std * rng.normal(size=mean.shape).astype(np.float32))
+    batch = ppo.Batch(
+        policy_obs=jnp.asarray(policy_obs),
+        critic_obs=jnp.asarray(rng.normal(size=(size, critic_size)), jnp.float32),
+        actions=jnp.asarray(actions),
+        # Behaviour log-probs off the current policy, so the ratio and the KL are not trivial.
+        log_probs=networks.log_prob(mean, std, actions) + jnp.asarray(
+            rng.normal(0, 0.05, size), jnp.float32),
+        values=jnp.asarray(rng.normal(size=size), jnp.float32),
+        # Advantages of very different scale on each device: standardising per device would
+        # change the step.
+        advantages=jnp.asarray(np.concatenate([rng.normal(5 * d, 1 + d, size // 4)
+                                               for d in range(4)]), jnp.float32),
+        returns=jnp.asarray(rng.normal(size=size), jnp.float32))
+    whole = trainer_lib._minibatch_step(parts(axis_name=None, local_envs=8),
+                                        (params, opt_state), batch)
+    split = _on_devices(
+        lambda b: trainer_lib._minibatch_step(parts(axis_name=sharding.AXIS, local_envs=2),
+                                              (params, opt_state), b), 4)(
+        jax.tree.map(lambda x: x.reshape((4, size // 4) + x.shape[1:]), batch))
+    for d in range(4):
+      # Every device takes the same step ...
+      chex.assert_trees_all_equal(jax.tree.map(lambda x: x[d], split),
+                                  jax.tree.map(lambda x: x[0], split))
+    # ... and it is the step on the whole minibatch: the same parameters, Adam moments, adapted
+    # learning rate (from the whole minibatch's KL) and loss metrics.
+    chex.assert_trees_all_close(jax.tree.map(lambda x: x[0], split), whole, atol=1e-6, rtol=1e-5)
+    self.assertNotEqual(float(ppo.get_learning_rate(whole[0][1])), config.ppo.learning_rate)
+
+  def test_each_device_takes_its_block_of_the_whole_batch(self):
+    rows = _on_devices(lambda _: sharding.local_rows(jnp.arange(8) * 10, sharding.AXIS), 4)(
+        jnp.zeros(4))
+    np.testing.assert_array_equal(rows, [[0, 10], [20, 30], [40, 50], [60, 70]])
+    first = _on_devices(lambda _: sharding.first_row(2, sharding.AXIS), 4)(jnp.zeros(4))
+    np.testing.assert_array_equal(first, [0, 2, 4, 6])
+    np.testing.assert_array_equal(sharding.local_rows(jnp.arange(3), None), [0, 1, 2])
+
+  def test_family_counts_use_each_devices_global_env_index(self):
+    # Device 1 of 2 holds envs 4..7 of 8; 3 families: env i is in family i % 3.
+    samples = jnp.array([[0, 1, 2, 3, 4, 5, 6, 7]])  # sample s is local env s % 4, step s // 4
+    counts = trainer_lib._family_counts(samples, num_envs=4, num_families=3, first_env=4)
+    envs = 4 + np.arange(8) % 4
+    np.testing.assert_array_equal(counts, [np.bincount(envs % 3, minlength=3)])
+
+
+class GeometryTest(absltest.TestCase):
+
+  def test_a_batch_that_does_not_split_is_refused_naming_the_values(self):
+    with self.assertRaisesRegex(ValueError, r"num_envs=510 cannot be split over 4 devices: it must "
+                                r"be a multiple of the device count \(e.g. 508 or 512\)"):
+      sharding.check_geometry(configs.with_changes(num_envs=510), 4)
+    with self.assertRaisesRegex(ValueError, r"num_envs=24 over 4 devices leaves 6 envs per "
+                                r"device, which ppo.num_minibatches=4 does not divide.*multiple "
+                                r"of 4 x 4 = 16"):
+      sharding.check_geometry(configs.with_changes(num_envs=24, families__num_train_families=4),
+                              4)
+    sharding.check_geometry(config_lib.default(), 128)  # 512 envs: 4 per device, 4 minibatches
+
+  def test_multi_process_flags_are_refused_before_anything_starts(self):
+    cases = {
+        ("--num_processes=2",): "needs --coordinator_address, --num_processes and --process_id "
+                                "together (missing --coordinator_address, --process_id)",
+        ("--coordinator_address=127.0.0.1:1", "--num_processes=0", "--process_id=0"):
+            "--num_processes=0: it must be a positive integer",
+        ("--coordinator_address=127.0.0.1:1", "--num_processes=2", "--process_id=2"):
+            "--process_id=2: it must be in 0 .. 1 for --num_processes=2",
+        ("--coordinator_address=nohost", "--num_processes=2", "--process_id=0"):
+            "--coordinator_address='nohost': give host:port of process 0",
+    }
+    for args, message in cases.items():
+      with self.subTest(args=args):
+        ran = commands.run_main(train_lib.main, *args)
+        self.assertEqual(ran.status, 2)
+        self.assertIn(message, ran.err)
+        self.assertEqual(jax.process_count(), 1)  # nothing joined
+
+  def test_a_run_over_processes_needs_a_run_folder(self):
+    fake = type("TwoProcesses", (), {"count": 2, "processes": 2})()
+    with self.assertRaisesRegex(ValueError, "a run over 2 processes needs --run_dir"):
+      train_lib._check_before_writing(configs.tiny(), fake, None)
+
+
+# RUNS ON 2 AND 4 DEVICES AGAINST THE ONE-DEVICE RUN
+
+
+def _load(name: str) -> dict[str, np.ndarray]:
+  returncodes, outs = _finished("devices")
+  if returncodes != [0]:
+    raise AssertionError(f"tests/sharded_runs.py failed:\n{outs[0][-4000:]}")
+  with np.load(_JOBS["work"] / "devices" / f"{name}.npz") as data:
+    return dict(data)
+
+
+class DevicesTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # The one-device reference, in this process.
+    trainer = trainer_lib.make_trainer(sharded_config(2))
+    carry = trainer.init(jax.random.key(0))
+    cls.init = _flat(carry)
+    carry, metrics = trainer.train_chunk(carry)
+    cls.chunk = _flat(carry)
+    cls.metrics = jax.device_get(metrics)
+    cls.num_families = len(trainer.manifest.train_families)
+
+  def test_the_initial_carry_is_the_same_on_any_number_of_devices(self):
+    kinematics = (".env.data.x", ".env.data.geom_xpos", ".env.data.site_xpos", ".env.obs",
+                  ".env.final_obs", ".env.task.foot_xy")
+    for d in (2, 4):
+      with self.subTest(devices=d):
+        init = _load(f"init_{d}")
+        chex.assert_trees_all_equal({k: v for k, v in init.items() if not k.startswith(kinematics)},
+                                    {k: v for k, v in self.init.items()
+                                     if not k.startswith(kinematics)})
+        chex.assert_trees_all_close(init, self.init, atol=2.5e-7, rtol=0)
+
+  def test_env_i_trains_in_family_i_mod_f_on_every_device(self):
+    for d in (2, 4):
+      family = _load(f"chunk_{d}")[".env.family.index"]
+      np.testing.assert_array_equal(family, np.arange(8) % self.num_families)
+
+  def test_the_train_state_is_the_same_on_every_device(self):
+    _load("init_2")
+    replicas = json.loads((_JOBS["work"] / "devices" / "replicas.json").read_text())
+    self.assertEqual(replicas, {"2": [], "4": []})
+
+  def test_the_first_rollout_matches_the_one_device_run(self):
+    for d in (2, 4):
+      metrics = {k[len("metric/"):]: v for k, v in _load(f"chunk_{d}").items()
+                 if k.startswith("metric/")}
+      with self.subTest(devices=d):
+        for key in ("episode/count", "reset/timeout", "reset/fall", "audit/resets_by_family"):
+          np.testing.assert_array_equal(metrics[key][0], self.metrics[key][0], err_msg=key)
+        for key in ("reward/total", "episode/return_sum", "value/mean"):
+          np.testing.assert_allclose(metrics[key][0], self.metrics[key][0], rtol=1e-4,
+                                     err_msg=key)
+        # Later updates shuffle other minibatches: the learning goes on, but not identically.
+        self.assertEqual(metrics["families/min_per_minibatch"].min(), self.num_families)
+
+  def test_a_checkpoint_resumes_bit_for_bit_on_the_same_device_count(self):
+    # resumed_2: one chunk on 2 devices, saved, restored onto 2 devices and one more chunk.
+    resumed = _load("resumed_2")
+    config = sharded_config(2)
+    trainer = trainer_lib.make_trainer(config)
+    abstract = jax.eval_shape(trainer.init, jax.random.key(0))
+    straight = checkpoint.restore(_JOBS["work"] / "devices" / "straight", abstract, config,
+                                  trainer.manifest, step=4)
+    # ... equals two straight chunks on 2 devices, every leaf.
+    chex.assert_trees_all_equal(resumed, _flat(straight.carry))
+
+  def test_a_checkpoint_resumes_resharded_on_another_device_count(self):
+    same = _load("resumed_2")
+    resumed = _load("resumed_4")
+    self.assertEqual(int(resumed[".train.update_step"]), 4)
+    self.assertTrue(all(np.isfinite(v).all() for v in resumed.values()
+                        if np.issubdtype(v.dtype, np.floating)))
+    # The same envs in the same families, each device now shuffling its own 2 envs' samples:
+    # the parameters moved elsewhere.
+    np.testing.assert_array_equal(resumed[".env.family.index"], same[".env.family.index"])
+    log_std = ".train.params.actor['params']['log_std']"
+    self.assertFalse(np.array_equal(resumed[log_std], same[log_std]))
+    said = (_JOBS["work"] / "devices" / "resharded.txt").read_text()
+    self.assertIn("resumed from update 2", said)
+    self.assertIn("the checkpoint was saved on 2 devices in 1 processes and this run has 4 in 1: "
+                  "the envs are resharded, 8 in all as before, 2 per device", said)
+    self.assertIn("not the bit-for-bit continuation", said)
+    records = ledger.read_run(_JOBS["work"] / "devices" / "resharded")
+    self.assertEqual(ledger.of_kind(records, "recipe")[-1]["device_count"], 4)
+
+
+def sharded_config(chunks: int):
+  """tests/sharded_runs.py's config."""
+  return configs.tiny(chunks, checkpoint__every_chunks=1, panel__every_chunks=0)
+
+
+def _flat(tree) -> dict[str, np.ndarray]:
+  return {jax.tree_util.keystr(path): leaf for path, leaf in
+          jax.tree_util.tree_leaves_with_path(sharding.to_host(tree))}
+
+
+
+
+# A RUN OVER TWO PROCESSES
+
+
+class ProcessesTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    returncodes, self.outs = _finished("processes")
+    if returncodes != [0, 0]:
+      raise AssertionError("the two-process run failed:\n" + "\n----\n".join(
+          out[-3000:] for out in self.outs))
+    self.run_dir = _JOBS["work"] / "two_processes"
+
+  def test_one_ledger_written_once_by_process_zero(self):
+    records = ledger.read_run(self.run_dir)
+    recipes = ledger.of_kind(records, "recipe")
+    self.assertLen(recipes, 1)
+    self.assertEqual((recipes[0]["process_count"], recipes[0]["device_count"],
+                      recipes[0]["devices_per_process"], recipes[0]["envs_per_device"]),
+                     (2, 2, 1, 4))
+    self.assertEqual([r["update"] for r in ledger.of_kind(records, "update")], [1, 2, 3, 4])
+    self.assertLen(ledger.of_kind(records, "eval"), 1)
+    self.assertEqual(checkpoint.steps(self.run_dir), [2, 4])
+    self.assertIn("steps", self.outs[0])
+    self.assertNotIn("steps ", self.outs[1])  # process 1 trains and saves, silently
+
+  def test_two_processes_compute_what_one_process_on_two_devices_does(self):
+    _load("init_2")
+    one_process = _JOBS["work"] / "devices" / "straight"
+    for step in (2, 4):
+      contents = [checkpoint.read_json_items(run, step)[3]["items"]
+                  for run in (self.run_dir, one_process)]
+      # Every leaf's sha256, of the train state and of every env's state.
+      self.assertEqual(contents[0], contents[1])
+    # Each save also checked that both processes held the same train state
+    # (`sharding.check_replicated`), or the run would have stopped.
+
+
+if __name__ == "__main__":
+  absltest.main()
