@@ -25,23 +25,18 @@ import time
 from absl import app
 from absl import flags
 import jax
-import jax.numpy as jnp
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.sim._mjx import mjx
+
+import throughput  # experiments/throughput.py, beside this script
 
 _NUM_ENVS = flags.DEFINE_integer("num_envs", 1024, "Parallel envs.")
 _UNROLL = flags.DEFINE_integer("unroll_length", 24, "Control steps per rollout.")
 _UPDATES = flags.DEFINE_integer("updates_per_chunk", 2, "PPO updates per timed training chunk.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed rounds; the median is reported.")
 _CONFIG = flags.DEFINE_string("config", None, "Optional config file; defaults to the CPU default.")
-
-
-def _time(fn, *args) -> float:
-  start = time.perf_counter()
-  jax.block_until_ready(fn(*args))
-  return time.perf_counter() - start
 
 
 def main(argv):
@@ -54,7 +49,6 @@ def main(argv):
   env = trainer.env
   n, t = cfg.num_envs, cfg.unroll_length
   carry = trainer.init(jax.random.key(cfg.seed))
-  zeros = jnp.zeros((n, env.action_size))
 
   @jax.jit
   def mjx_rollout(data):
@@ -63,23 +57,15 @@ def main(argv):
       return jax.lax.fori_loop(0, env.substeps, lambda _, x: step(x), d), None
     return jax.lax.scan(body, data, None, t)[0]
 
-  @jax.jit
-  def physics_rollout(state):
-    return jax.lax.scan(lambda s, _: (jax.vmap(env.step)(s, zeros), None), state, None, t)[0]
+  physics_rollout = throughput.physics_rollout(env, n, t)
 
   @jax.jit
   def policy_rollout(carry):
     carry, traj, _ = trainer.collect(carry)
     return carry, traj.reward
 
-  start = time.perf_counter()
-  compiled_chunk = trainer.train_chunk.lower(carry).compile()
-  compile_s = time.perf_counter() - start
-  memory = compiled_chunk.memory_analysis()
-  chunk_bytes = None
-  if memory is not None:
-    chunk_bytes = (memory.argument_size_in_bytes + memory.output_size_in_bytes
-                   + memory.temp_size_in_bytes)
+  chunk = throughput.compile_chunk(trainer, carry)
+  compiled_chunk, compile_s, chunk_bytes = chunk.compiled, chunk.seconds, chunk.bytes
 
   env_state = carry.env
   # Warm every variant once (compiles the three rollouts).
@@ -89,9 +75,9 @@ def main(argv):
 
   times = {"mjx": [], "physics": [], "rollout": [], "train": []}
   for _ in range(_REPEATS.value):
-    times["mjx"].append(_time(mjx_rollout, env_state.data))
-    times["physics"].append(_time(physics_rollout, env_state))
-    times["rollout"].append(_time(policy_rollout, carry))
+    times["mjx"].append(throughput.time_call(mjx_rollout, env_state.data))
+    times["physics"].append(throughput.time_call(physics_rollout, env_state))
+    times["rollout"].append(throughput.time_call(policy_rollout, carry))
     start = time.perf_counter()
     carry, metrics = compiled_chunk(carry)
     jax.block_until_ready(metrics)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import json
-import statistics
 
 from absl import app
 from absl import flags
@@ -37,36 +36,14 @@ from mjx_walk import config as config_lib
 from mjx_walk import train
 from mjx_walk.run import ledger
 
+# The walking criteria and a run's figures live in experiments/walking.py, beside this script,
+# which defines no flags, so that gpu_check.py and scaling_sweep.py import them too.
+from walking import summarize
+
 # --config (a file, plus --config.<field> overrides), --scale_num_envs and --run_dir are the
 # training CLI's own flags, defined by `mjx_walk.train`.
 _BUDGET = flags.DEFINE_float("budget_minutes", 30.0, "Wall-clock budget, compile included.")
 _EVAL_EVERY = flags.DEFINE_float("eval_every_minutes", 3.0, "Held-out evaluation interval.")
-
-WALKING = {"fall_rate": 0.05, "lin_vel_error": 0.25, "yaw_rate_error": 0.3}
-"""The `flat` stratum's thresholds (each metric must be at or below its value)."""
-
-
-def walks(flat: dict[str, float]) -> bool:
-  return all(flat[key] <= limit for key, limit in WALKING.items())
-
-
-def summarize(records: list[dict]) -> dict:
-  """The benchmark's JSON figures from a run's ledger records."""
-  evals = ledger.of_kind(records, "eval")
-  updates = ledger.of_kind(records, "update")
-  first_chunk_sps = updates[0]["perf/sps"] if updates else None
-  steady = [r["perf/sps"] for r in updates if r["perf/sps"] != first_chunk_sps]
-  walking = [r for r in evals if "flat" in r["strata"] and walks(r["strata"]["flat"])]
-  return {
-      "minutes_to_walk": round(walking[0]["wall_seconds"] / 60, 2) if walking else None,
-      "final": evals[-1]["strata"] if evals else None,
-      "curve": [
-          [round(r["wall_seconds"] / 60, 2), r["env_steps"]]
-          + [round(r["strata"]["flat"][k], 4) for k in WALKING]
-          for r in evals if "flat" in r["strata"]],
-      "env_steps": updates[-1]["env_steps"] if updates else 0,
-      "train_sps": round(statistics.median(steady)) if steady else None,
-  }
 
 
 def for_wall_clock(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
