@@ -52,6 +52,11 @@ RUN_FOLDER = ("tests/test_run_folder.py",)
 FINITE = ("tests/test_config.py::ValidateTest",)
 SCHEDULE = ("tests/test_train_schedule.py",)
 LAYERS = ("tests/test_layers.py",)
+SHARDED_STEP = ("tests/test_sharding.py::CollectivesTest::test_an_sgd_step_on_a_split_minibatch_"
+                "is_the_step_on_the_whole",)
+SHARDED_NORMALIZER = ("tests/test_sharding.py::CollectivesTest::test_normalizer_merges_every_"
+                      "devices_moments_exactly",)
+SHARDED_ROWS = ("tests/test_sharding.py::CollectivesTest",)
 CONFIG = ("tests/test_config.py",)
 OBSERVATIONS = ("tests/test_observations.py",)
 WORLDS = ("tests/test_sim2sim.py::WorldsTest",)
@@ -202,6 +207,30 @@ MUTANTS = (
     Mutant("onnx_without_clip", "mjx_walk/run/onnx_policy.py",
            "    action = jnp.clip(policy_lib.mean_action(nets, normalize, params, obs), -clip, clip)",
            "    action = policy_lib.mean_action(nets, normalize, params, obs)", EXPORT_CLIP),
+    # Data parallelism: gradients not averaged over devices, the normalizer's merge without the
+    # spread of the device means, advantages standardised per device, every device stepping the
+    # first block of envs, families counted by the device's own env index, and the check of
+    # replicated state switched off.
+    Mutant("grads_not_averaged", "mjx_walk/learn/trainer.py",
+           "  grads, loss_metrics = sharding.mean((grads, loss_metrics), parts.axis_name)\n",
+           "  loss_metrics = sharding.mean(loss_metrics, parts.axis_name)\n", SHARDED_STEP),
+    Mutant("normalizer_mean_of_variances", "mjx_walk/learn/normalizer.py",
+           "    batch_var = jax.lax.pmean(batch_var + jnp.square(device_mean - batch_mean), "
+           "axis_name)\n",
+           "    batch_var = jax.lax.pmean(batch_var, axis_name)\n", SHARDED_NORMALIZER),
+    Mutant("advantages_per_device", "mjx_walk/learn/ppo.py",
+           "  if cfg.normalize_advantages and axis_name is not None:\n",
+           "  if False:\n", SHARDED_STEP),
+    Mutant("every_device_first_block", "mjx_walk/learn/sharding.py",
+           "  return jax.lax.dynamic_slice_in_dim(x, first_row(rows, axis_name), rows)\n",
+           "  return jax.lax.dynamic_slice_in_dim(x, 0, rows)\n", SHARDED_ROWS),
+    Mutant("family_counts_local_index", "mjx_walk/learn/trainer.py",
+           "  family = (first_env + samples % num_envs) % num_families  # [M, B]\n",
+           "  family = (samples % num_envs) % num_families  # [M, B]\n", SHARDED_ROWS),
+    Mutant("replicated_check_off", "mjx_walk/learn/sharding.py",
+           "  differing = differing_copies(tree)\n", "  differing = []\n",
+           ("tests/test_sharding.py::DevicesTest::test_the_train_state_is_the_same_on_every_"
+            "device",)),
     # The batch rule: the learning rate scaled linearly (SGD's rule), the families left as they
     # were, and a --scale_num_envs the training command never applies.
     Mutant("scaling_lr_linear", "mjx_walk/scaling.py",

@@ -6,7 +6,9 @@ devices (a process's device count is fixed when JAX starts):
 On meshes of 2 and 4 of the 4 CPU devices, with the tiny test config, it writes to OUT_DIR:
   init_<D>.npz         the initial carry, gathered to the host (leaf name -> array)
   chunk_<D>.npz        the carry after one chunk, and its metrics under `metric/...`
-  replicas.json        per D, the leaves of the train state whose copies differ between devices
+  replicas.json        per D, the leaves of the train state whose copies differ between devices,
+                       what `check_replicated` said of an array with two different copies,
+                       and what `train.run` said of a batch that does not split over 4 devices
   straight/            a run folder with two straight chunks on 2 devices, checkpointed after
                        each (steps 2 and 4)
   resumed_<D>.npz      the carry after one more chunk from its step-2 checkpoint restored onto
@@ -71,6 +73,25 @@ def main(out: pathlib.Path) -> None:
       carry, _ = trainer.train_chunk(carry)
       saver.save(carry, wall_seconds=0.0, devices=2)
       saver.close()
+  # A "replicated" array whose two copies differ, as a fault would leave it: the check before
+  # every save must name it.
+  first, second = mesh[2].mesh.devices.flat
+  tampered = jax.make_array_from_single_device_arrays(
+      (3,), mesh[2].replicated,
+      [jax.device_put(np.zeros(3, np.float32), first), jax.device_put(np.ones(3, np.float32), second)])
+  try:
+    sharding.check_replicated({"w": tampered})
+    replicas["tampered"] = "not caught"
+  except sharding.NotReplicatedError as error:
+    replicas["tampered"] = str(error)
+  # A batch that does not split over the devices: refused before anything is written.
+  try:
+    train_lib.run(configs.tiny(1, num_envs=6, families__num_train_families=2), out / "refused",
+                  devices=mesh[4])
+    replicas["refused"] = "not refused"
+  except ValueError as error:
+    replicas["refused"] = str(error)
+  replicas["refused_wrote"] = (out / "refused").exists()
   (out / "replicas.json").write_text(json.dumps(replicas))
 
   # Its first checkpoint, continued for one chunk on 2 devices and on 4.

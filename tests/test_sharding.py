@@ -20,7 +20,7 @@ batch (the claims tests below hold the code to):
 
 Multi-device runs need a process started with forced host devices, so they run in
 `tests/sharded_runs.py` (4 devices) and the two-process run in two `python -m mjx_walk.train`
-processes meeting on 127.0.0.1; both start in `setUpModule`, side by side.
+processes meeting on 127.0.0.1; both start side by side when the first test needs one.
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ import numpy as np
 
 import commands
 import configs
+import test_audit
 import test_train
 from mjx_walk import config as config_lib
 from mjx_walk import train as train_lib
+from mjx_walk.learn import audit
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
@@ -63,7 +65,11 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def setUpModule():
+def _start_jobs():
+  """Starts the 4-device script and the two-process run side by side, once, when a test first
+  needs either (the tests of the arithmetic need neither)."""
+  if "work" in _JOBS:
+    return
   work = pathlib.Path(tempfile.mkdtemp(prefix="sharding_"))
   _JOBS["work"] = work
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
@@ -83,6 +89,7 @@ def setUpModule():
 
 def _finished(name: str):
   """The job's (return codes, outputs), waiting for it once."""
+  _start_jobs()
   if name + "_done" not in _JOBS:
     procs = _JOBS[name] if isinstance(_JOBS[name], list) else [_JOBS[name]]
     outs = [p.communicate(timeout=900)[0] for p in procs]
@@ -187,6 +194,13 @@ class CollectivesTest(chex.TestCase):
     np.testing.assert_array_equal(counts, [np.bincount(envs % 3, minlength=3)])
 
 
+  def test_early_end_traces_carry_the_global_env_index(self):
+    trace = test_audit._fake_trace(4, 3, [2, 1, 5, 3], [False, True, False, True])
+    rows = audit.step_early_ends(trace, jnp.zeros(4, jnp.int32), jnp.ones(4, jnp.int32), 2,
+                                 first_env=4)  # this device holds envs 4..7
+    np.testing.assert_array_equal(rows.env, [5, 7])
+
+
 class GeometryTest(absltest.TestCase):
 
   def test_a_batch_that_does_not_split_is_refused_naming_the_values(self):
@@ -240,7 +254,8 @@ class DevicesTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    # The one-device reference, in this process.
+    _start_jobs()
+    # The one-device reference, in this process, while the jobs run.
     trainer = trainer_lib.make_trainer(sharded_config(2))
     carry = trainer.init(jax.random.key(0))
     cls.init = _flat(carry)
@@ -268,7 +283,15 @@ class DevicesTest(absltest.TestCase):
   def test_the_train_state_is_the_same_on_every_device(self):
     _load("init_2")
     replicas = json.loads((_JOBS["work"] / "devices" / "replicas.json").read_text())
-    self.assertEqual(replicas, {"2": [], "4": []})
+    self.assertEqual({k: replicas[k] for k in ("2", "4", "tampered")},
+                     {"2": [], "4": [], "tampered": "the train state differs between this "
+                      "process's devices in ['w']"})
+
+  def test_a_batch_that_does_not_split_is_refused_before_anything_is_written(self):
+    _load("init_2")
+    replicas = json.loads((_JOBS["work"] / "devices" / "replicas.json").read_text())
+    self.assertIn("num_envs=6 cannot be split over 4 devices", replicas["refused"])
+    self.assertFalse(replicas["refused_wrote"])
 
   def test_the_first_rollout_matches_the_one_device_run(self):
     for d in (2, 4):
@@ -349,6 +372,9 @@ class ProcessesTest(absltest.TestCase):
     self.assertEqual([r["update"] for r in ledger.of_kind(records, "update")], [1, 2, 3, 4])
     self.assertLen(ledger.of_kind(records, "eval"), 1)
     self.assertEqual(checkpoint.steps(self.run_dir), [2, 4])
+    # Orbax wrote each array item once, from process 0: whole arrays, gathered from both.
+    written = {path.name for path in (self.run_dir / "checkpoints").rglob("ocdbt.process_*")}
+    self.assertEqual(written, {"ocdbt.process_0"})
     self.assertIn("steps", self.outs[0])
     self.assertNotIn("steps ", self.outs[1])  # process 1 trains and saves, silently
 
