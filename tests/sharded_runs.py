@@ -13,8 +13,9 @@ On meshes of 2 and 4 of the 4 CPU devices, with the tiny test config, it writes 
                        each (steps 2 and 4)
   resumed_<D>.npz      the carry after one more chunk from its step-2 checkpoint restored onto
                        D devices (2: the same count, 4: resharded)
-  resharded/           the same step-2 checkpoint resumed by `train.run` on 4 devices; what it
-                       printed is in resharded.txt
+  resharded/           the same step-2 checkpoint resumed by the training command's resume on
+                       4 devices; what it printed is in resharded.txt, the carry it placed in
+                       resharded_carry.npz
 The test compares them with the one-device run it computes itself.
 """
 
@@ -102,14 +103,17 @@ def main(out: pathlib.Path) -> None:
     carry, _ = trainer.train_chunk(trainer.devices.place(restored.carry, trainer.carry_shardings))
     np.savez(out / f"resumed_{d}.npz", **flat(carry))
 
-  # The same resumed on 4 devices through the training command's own loop, which says so.
+  # The same checkpoint resumed on 4 devices by the training command's resume, which says so.
   resharded = out / "resharded"
   shutil.copytree(out / "straight", resharded)
   shutil.rmtree(resharded / "checkpoints" / "4")
   said = io.StringIO()
   with contextlib.redirect_stdout(said):
-    train_lib.run(config(2), resharded, resume=True, devices=mesh[4])
+    trainer = trainers[4]
+    carry, _ = train_lib._resume(run_folder.RunFolder.open(resharded), trainer.config,  # pylint: disable=protected-access
+                                 trainer.manifest, trainer)
   (out / "resharded.txt").write_text(said.getvalue())
+  np.savez(out / "resharded_carry.npz", **flat(carry))
 
 
 if __name__ == "__main__":

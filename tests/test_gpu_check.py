@@ -21,6 +21,7 @@ import textwrap
 import time
 
 from absl.testing import absltest
+import pytest
 
 from mjx_walk import config as config_lib
 
@@ -59,15 +60,18 @@ def parse(stdout: str) -> list[dict]:
   return lines
 
 
+@pytest.mark.slow
 class TinyRunTest(absltest.TestCase):
-  """One `--tiny` run: its lines, figures and files."""
+  """One `--tiny` run: its lines, figures and files. Slow (`pytest -m slow`, which .ci/run runs):
+  it compiles six programs, 2.5 minutes on a cold cache, and its budget is generous so that a
+  machine busy with other tests does not make it skip the training run."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.tmp = pathlib.Path(tempfile.mkdtemp(prefix="gpu_check_tiny-"))
     cls.out_dir = cls.tmp / "out"
-    cls.done, cls.seconds = run_check("--tiny", f"--out_dir={cls.out_dir}")
+    cls.done, cls.seconds = run_check("--tiny", "--budget_minutes=30", f"--out_dir={cls.out_dir}")
     cls.lines = parse(cls.done.stdout)
 
   @classmethod
