@@ -405,18 +405,21 @@ class _Discard:
     del record
 
 
-def _agreed(due: Due, stop_requested: bool, score: float | None
-            ) -> tuple[Due, bool, float | None]:
-  """Process 0's decisions after a chunk, on every process: what is due (it follows process 0's
-  clock), whether a stop was asked for (on any process), and the held-out score that ranks the
-  checkpoint (process 0 alone evaluates). On one process, the arguments as they are."""
+def _agreed(due: Due, stop_requested: bool) -> tuple[Due, bool]:
+  """Process 0's decision after a chunk, on every process: what is due (it follows process 0's
+  clock) and whether a stop was asked for (on any process). On one process, the arguments."""
   stop_anywhere = sharding.any_process(stop_requested)
   if stop_anywhere and not due.last:
     due = Due(save=True)  # as `Schedule.after_chunk` answers a stop
-  decided = sharding.agree(np.asarray(
-      [*dataclasses.astuple(due), np.nan if score is None else score], np.float64))
-  return (Due(*(bool(x) for x in decided[:-1])), stop_anywhere,
-          None if np.isnan(decided[-1]) else float(decided[-1]))
+  decided = sharding.agree(np.asarray(dataclasses.astuple(due), np.int32))
+  return Due(*(bool(x) for x in decided)), stop_anywhere
+
+
+def _agreed_score(evaluation: dict | None) -> float | None:
+  """Process 0's held-out score (it alone evaluates), on every process, to rank a checkpoint."""
+  score = np.nan if evaluation is None else checkpoint.held_out_score(evaluation)
+  score = float(sharding.agree(np.asarray(score, np.float64)))
+  return None if np.isnan(score) else score
 
 
 def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
@@ -489,7 +492,7 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
 
       now = time.perf_counter()
       due = schedule.after_chunk(chunk, now, now - run_start, stop.requested)
-      due, stop.requested, _ = _agreed(due, stop.requested, None)
+      due, stop.requested = _agreed(due, stop.requested)
       evaluation = None
       if due.evaluate and primary:
         evaluation = _evaluate(evaluator, carry, config, folder, run_start, log, due.videos)
@@ -497,9 +500,7 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None,
           say(f"held-out panel at {steps:,} env steps:\n{ledger.format_eval_table(evaluation)}")
       # A stop that arrives during the evaluation still saves this chunk and returns.
       if due.save or stop.requested:
-        _, _, score = _agreed(due, False, None if evaluation is None
-                              else checkpoint.held_out_score(evaluation))
-        path = _save(saver, carry, run_start, evaluation, score, devices)
+        path = _save(saver, carry, run_start, evaluation, _agreed_score(evaluation), devices)
       if due.last:
         last_eval = evaluation
         break
