@@ -128,6 +128,9 @@ def summarize(metrics: Mapping[str, np.ndarray]) -> dict[str, Any]:
   `audit/resets_by_family` {"<family index>": {"<reason>": count}} with non-zero counts only,
   `audit/fall_height_counts` and `audit/fall_tilt_counts` int counts over the bins
   `audit.FALL_HEIGHT_BINS` and `audit.FALL_TILT_BINS`. The `trace/...` metrics are left out.
+  On a heightfield, `terrain/levels` {"<type>": [envs at each level]} is the curriculum after
+  the last update, and `terrain/promotions` / `terrain/demotions` count the episodes that moved
+  their env's level.
   """
   record = {}
   count = float(np.sum(metrics["episode/count"]))
@@ -165,6 +168,13 @@ def summarize(metrics: Mapping[str, np.ndarray]) -> dict[str, Any]:
   for key in ("audit/fall_height_counts", "audit/fall_tilt_counts"):
     if key in metrics:
       record[key] = [int(round(c)) for c in np.sum(np.asarray(metrics[key]), axis=0)]
+  if "terrain/levels" in metrics:
+    counts = np.asarray(metrics["terrain/levels"])[-1]  # [types, levels] after the last update
+    record["terrain/levels"] = {
+        config_lib.TERRAIN_TYPES[t]: [int(round(c)) for c in counts[t]]
+        for t in np.flatnonzero(counts.sum(axis=1))}
+    for key in ("terrain/promotions", "terrain/demotions"):
+      record[key] = float(np.sum(metrics[key]))
   return record
 
 

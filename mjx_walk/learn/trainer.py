@@ -62,6 +62,7 @@ from mjx_walk.learn import ppo
 from mjx_walk.learn import sharding
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
+from mjx_walk.sim import terrain as terrain_lib
 
 Metrics = dict[str, jax.Array]
 
@@ -580,8 +581,24 @@ def _update_metrics(parts: _Parts, train: TrainState, out: _LocalUpdate) -> Metr
   metrics["policy/std_mean"] = jnp.mean(parts.networks.policy(train.params,
                                                              traj.policy_obs[0, :1])[1])
   metrics["ppo/learning_rate"] = ppo.get_learning_rate(train.opt_state)
+  if "terrain/level" in traj.metrics:
+    metrics.update(_curriculum_metrics(parts, traj.metrics))
   metrics["guard/nonfinite"] = nonfinite
   return metrics
+
+
+def _curriculum_metrics(parts: _Parts, step_metrics: Metrics) -> Metrics:
+  """The curriculum at the end of an update: envs per terrain type and level
+  (`terrain/levels`, float32 [types, levels]), the mean level, and the episodes of the update
+  that moved their env up or down."""
+  kinds = step_metrics["terrain/type"][-1].astype(jnp.int32)  # [N]
+  levels = step_metrics["terrain/level"][-1].astype(jnp.int32)  # [N]
+  return {
+      "terrain/levels": terrain_lib.level_counts(parts.config.terrain, kinds, levels),
+      "terrain/mean_level": jnp.mean(levels.astype(jnp.float32)),
+      "terrain/promotions": jnp.sum(step_metrics["terrain/promoted"]),
+      "terrain/demotions": jnp.sum(step_metrics["terrain/demoted"]),
+  }
 
 
 def env_steps(train: TrainState, config: config_lib.TrainConfig) -> int:

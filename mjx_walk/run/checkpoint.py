@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import pathlib
 import re
@@ -156,7 +157,13 @@ def _describe(stored: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
 
 
 def _config_hash(config: config_lib.TrainConfig) -> str:
-  return hashlib.sha256(config.to_json().encode()).hexdigest()
+  return _config_dict_hash(config.to_dict())
+
+
+def _config_dict_hash(values: dict[str, Any]) -> str:
+  """sha256 of a config's dict as `TrainConfig.to_json` writes it. The stored dict is hashed as
+  stored, so a checkpoint from before a config section existed still verifies."""
+  return hashlib.sha256(json.dumps(values, indent=2, sort_keys=True).encode()).hexdigest()
 
 
 def _check_layout(item: str, recorded: dict[str, Any], abstract: Any) -> list[str]:
@@ -411,7 +418,7 @@ def _read_json_items(run_dir, step):
       contents):
     raise _Unusable("it records no contents to verify against")
   if (contents["manifest_hash"] != manifest.hash
-      or contents["config_sha256"] != _config_hash(config)):
+      or contents["config_sha256"] != _config_dict_hash(items["config"])):
     raise _Unusable("its manifest or config does not match the hashes recorded with it")
   return config, manifest, items["progress"], contents
 

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import flax.struct
 import jax
+import mujoco
 import jax.numpy as jnp
 import numpy as np
 
@@ -39,6 +40,7 @@ from mjx_walk.sim import families
 from mjx_walk.sim import observations
 from mjx_walk.sim import rewards
 from mjx_walk.sim import robots
+from mjx_walk.sim import terrain as terrain_lib
 from mjx_walk.sim._mjx import mjx
 
 Observation = dict[str, jax.Array]  # {"policy": [O], "critic": [P]}
@@ -171,7 +173,12 @@ class EnvState:
   metrics: dict[str, jax.Array]
   """Logging only, float32 [] each: `reward/<term>` scaled per-step terms,
   `tracking/lin_vel_error` (m/s, xy) and `tracking/yaw_rate_error` (rad/s) of the last step, and
-  `episode/return`, `episode/length` of the episode that ended on it (0 otherwise)."""
+  `episode/return`, `episode/length` of the episode that ended on it (0 otherwise). On a
+  heightfield also `terrain/type` and `terrain/level` of the env after the step, and
+  `terrain/promoted`, `terrain/demoted` (1 where the episode that ended moved its env's level)."""
+  terrain: terrain_lib.TerrainState | None = None
+  """The env's ground and curriculum level on a heightfield; None on the plane. An auto-reset
+  moves the level (`terrain.next_level`) and builds the new episode's ground."""
 
 
 def tracking_errors(lin_vel: jax.Array, ang_vel: jax.Array, command: jax.Array) -> jax.Array:
@@ -198,7 +205,15 @@ class LocomotionEnv:
     self.config = config
     self.env_config = config.env
     self.reward_config = config.reward
-    self.robot = robots.load(config.env.robot)
+    self.terrain_config = config.terrain
+    self.grid = None
+    """The heightfield's shape (`terrain.Grid`), or None on the plane."""
+    heightfield = None
+    if config.terrain.heightfield:
+      self.grid = terrain_lib.Grid.from_config(config.terrain)
+      heightfield = robots.Heightfield(nodes=self.grid.nodes, half_size=self.grid.half_size,
+                                       base=terrain_lib.deepest(config.terrain) + 0.2)
+    self.robot = robots.load(config.env.robot, heightfield)
     mj_model = self.robot.mj_model
     if config.env.physics_timestep:
       mj_model.opt.timestep = config.env.physics_timestep  # this env's own compiled copy
@@ -219,6 +234,9 @@ class LocomotionEnv:
     self._foot_geoms = jnp.asarray(self.robot.foot_geom_ids)  # [F]
     self._foot_radius = jnp.asarray(mj_model.geom_size[self.robot.foot_geom_ids, 0], jnp.float32)
     self._body_contact_geoms = jnp.asarray(self.robot.body_contact_geom_ids)  # [K]
+    if self.grid is not None:
+      probes = _body_probes(mj_model, self.robot.body_contact_geom_ids)
+      self._probe_geoms, self._probe_points, self._probe_radius = (jnp.asarray(p) for p in probes)
     self._gait_offsets = jnp.asarray(
         [observations.TROT_OFFSETS[name] for name in self.foot_names], jnp.float32)  # [F]
     self.policy_layout = observations.policy_layout(config.env, self.action_size,
@@ -271,21 +289,29 @@ class LocomotionEnv:
 
   # RESET
 
-  def reset(self, key: jax.Array, family: families.FamilyParams) -> EnvState:
+  def reset(self, key: jax.Array, family: families.FamilyParams,
+            level: jax.Array | None = None) -> EnvState:
     """Starts a new episode at the family's spawn pose with small per-env perturbations.
 
     Args:
       key: PRNG key for this env.
       family: this env's family draw (one family, no leading axis).
+      level: on a heightfield, the curriculum level of the episode; None draws the env's first
+        level uniformly from 0 .. `terrain.initial_level_max`. Ignored on the plane.
 
     Returns:
       The first state of an episode; `obs` is computed from the reset pose, and `signals` and
       `metrics` are zeros (no step taken yet).
     """
-    key, k_joint, k_vel, k_obs, k_phase = jax.random.split(key, 5)
+    if self.grid is None:
+      key, k_joint, k_vel, k_obs, k_phase = jax.random.split(key, 5)
+      ground = None
+    else:
+      key, k_joint, k_vel, k_obs, k_phase, k_level = jax.random.split(key, 6)
+      ground = self._ground(k_level, family, level)
     env = self.env_config
-    data = self._spawn(k_joint, k_vel, family)
-    foot_height = self._foot_height(data)
+    data = self._spawn(k_joint, k_vel, family, ground)
+    foot_height = self._foot_height(data, ground)
     step = jnp.zeros((), jnp.int32)
     task = TaskState(
         command=self.command(family, step),
@@ -298,8 +324,10 @@ class LocomotionEnv:
         foot_xy=data.geom_xpos[self._foot_geoms, :2],
         gait_phase=jax.random.uniform(k_phase) if env.gait_hz else jnp.zeros(()),
     )
-    obs = self._observe(data, task, family, k_obs)
+    obs = self._observe(data, task, family, k_obs, ground)
     signals, metrics = self._no_step_yet()
+    if ground is not None:
+      metrics.update(self._terrain_metrics(family, ground, ground, jnp.zeros((), bool)))
     return EnvState(
         data=data,
         obs=obs,
@@ -313,13 +341,35 @@ class LocomotionEnv:
         task=task,
         signals=signals,
         metrics=metrics,
+        terrain=ground,
     )
 
-  def _spawn(self, k_joint: jax.Array, k_vel: jax.Array,
-             family: families.FamilyParams) -> mjx.Data:
+  def _ground(self, key: jax.Array, family: families.FamilyParams,
+              level: jax.Array | None) -> terrain_lib.TerrainState:
+    """A new episode's ground: the family's terrain at `level` (or a first level drawn from
+    `key`), with nothing walked yet."""
+    cfg = self.terrain_config
+    if level is None:
+      level = jax.random.randint(key, (), 0, cfg.initial_level_max + 1)
+    level = jnp.asarray(level, jnp.int32)
+    zero = jnp.zeros(())
+    return terrain_lib.TerrainState(
+        level=level, heights=terrain_lib.heights(self.grid, cfg, family.terrain, level),
+        offset=jnp.zeros(2), commanded=zero, progress=zero)
+
+  def _terrain_metrics(self, family: families.FamilyParams, before: terrain_lib.TerrainState,
+                       after: terrain_lib.TerrainState, done: jax.Array) -> dict[str, jax.Array]:
+    moved = jnp.where(done, after.level - before.level, 0)
+    return {"terrain/type": family.terrain.type.astype(jnp.float32),
+            "terrain/level": after.level.astype(jnp.float32),
+            "terrain/promoted": (moved > 0).astype(jnp.float32),
+            "terrain/demoted": (moved < 0).astype(jnp.float32)}
+
+  def _spawn(self, k_joint: jax.Array, k_vel: jax.Array, family: families.FamilyParams,
+             ground: terrain_lib.TerrainState | None = None) -> mjx.Data:
     """The physics state an episode starts in: the family's spawn pose, joints perturbed
     around the standing pose by up to `env.init_joint_noise` rad, trunk velocities by up to
-    `env.init_velocity_noise`."""
+    `env.init_velocity_noise`. On a heightfield the robot stands on the ground under it."""
     env = self.env_config
     qpos = self._init_qpos  # [nq]
     joint_noise = env.init_joint_noise * jax.random.uniform(
@@ -329,6 +379,8 @@ class LocomotionEnv:
     yaw_quat = jnp.array([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)])  # [4]
     qpos = (qpos.at[0:2].add(family.spawn_offset).at[3:7].set(yaw_quat)
             .at[self._qpos_adr].set(joints))
+    if ground is not None:
+      qpos = qpos.at[2].add(terrain_lib.surface(ground.heights, self.grid, qpos[0:2])[0])
     qvel = jnp.zeros(self.model.nv).at[0:6].set(
         env.init_velocity_noise * jax.random.uniform(k_vel, (6,), minval=-1.0, maxval=1.0))
     data = mjx.make_data(self.model).replace(qpos=qpos, qvel=qvel, ctrl=joints)
@@ -364,17 +416,39 @@ class LocomotionEnv:
         (pair[:, 1] == floor) & jnp.isin(pair[:, 0], geoms))  # [C]
     return (mine & (contact.dist < 0.0)).any()
 
-  def _body_touches_floor(self, data: mjx.Data, finite: jax.Array) -> jax.Array:
-    """bool []: the trunk or a thigh touches the floor (never on a non-finite step)."""
-    return self._touches_floor(data, self._body_contact_geoms) & finite
+  def _body_touches_floor(self, data: mjx.Data, finite: jax.Array,
+                          ground: terrain_lib.TerrainState | None = None) -> jax.Array:
+    """bool []: the trunk or a thigh touches the floor (never on a non-finite step).
+
+    On a heightfield, where they do not collide, a body geom touches the ground when any of its
+    probe points (`_body_probes`) is within its radius of the surface.
+    """
+    if ground is None:
+      return self._touches_floor(data, self._body_contact_geoms) & finite
+    xpos, xmat = data.geom_xpos[self._probe_geoms], data.geom_xmat[self._probe_geoms]
+    points = xpos + jnp.einsum("pij,pj->pi", xmat, self._probe_points)  # [P, 3]
+    gap = terrain_lib.clearance(ground.heights, self.grid, points, self._probe_radius)
+    return (gap < 0.0).any() & finite
+
+  def _trunk_height(self, data: mjx.Data,
+                    ground: terrain_lib.TerrainState | None = None) -> jax.Array:
+    """Height of the trunk origin above the ground under it, m (above z = 0 on the plane)."""
+    if ground is None:
+      return data.qpos[2]
+    return data.qpos[2] - terrain_lib.surface(ground.heights, self.grid, data.qpos[0:2])[0]
 
   def _floor_normal(self, data: mjx.Data) -> jax.Array:
     """The floor normal (world +z) in the trunk frame. [3]"""
     return observations.rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))
 
-  def _foot_height(self, data: mjx.Data) -> jax.Array:
-    """Lowest point of each foot sphere above the floor plane z = 0, m. [F]"""
-    return data.geom_xpos[self._foot_geoms, 2] - self._foot_radius
+  def _foot_height(self, data: mjx.Data,
+                   ground: terrain_lib.TerrainState | None = None) -> jax.Array:
+    """Lowest point of each foot sphere above the floor plane z = 0, m; on a heightfield, the
+    sphere's distance to the surface's plane under it. [F]"""
+    if ground is None:
+      return data.geom_xpos[self._foot_geoms, 2] - self._foot_radius
+    return terrain_lib.clearance(ground.heights, self.grid, data.geom_xpos[self._foot_geoms],
+                                 self._foot_radius)
 
   def readings(self, data: mjx.Data, family: families.FamilyParams) -> observations.Readings:
     """What the robot measures in this physics state. The direction of gravity is the
@@ -390,7 +464,7 @@ class LocomotionEnv:
     return observations.trunk_frame(self.readings(data, family))
 
   def _observe(self, data: mjx.Data, task: TaskState, family: families.FamilyParams,
-               key: jax.Array) -> Observation:
+               key: jax.Array, ground: terrain_lib.TerrainState | None = None) -> Observation:
     """Builds the noisy policy observation and the noise-free privileged critic observation."""
     env = self.env_config
     layout = self.policy_layout
@@ -399,7 +473,7 @@ class LocomotionEnv:
         observations.TaskInputs(task.command, task.last_action, task.gait_phase),
         self._default_pose)
     noisy = observations.add_noise(layout, env, clean, key)
-    foot_height = self._foot_height(data)  # [F]
+    foot_height = self._foot_height(data, ground)  # [F]
     critic = clean + [
         (foot_height < env.foot_contact_distance).astype(jnp.float32),  # F foot contacts
         foot_height,  # F foot heights
@@ -440,6 +514,7 @@ class LocomotionEnv:
     key, k_obs, k_reset = jax.random.split(state.key, 3)
     clip = self.env_config.action_clip
     action = jnp.clip(action, -clip, clip)  # [A]
+    state = self._wrap(state)
     data, action_history, finite = self._physics(state, action)
     reason = self._reset_reason(state, data, finite)
     truncated = reason == ResetReason.TIMEOUT
@@ -447,7 +522,11 @@ class LocomotionEnv:
     feet = self._feet(state, data)
     reward, scaled = self._reward(state, data, action, feet, terminated, finite)
     task = self._next_task(state, action, action_history, feet, reward)
-    obs = self._observe(data, task, state.family, k_obs)
+    ground = state.terrain
+    if ground is not None:
+      ground = terrain_lib.track(ground, state.task.command,
+                                 self._trunk_frame(data, state.family)[0], self.dt)
+    obs = self._observe(data, task, state.family, k_obs, ground)
     final = EnvState(
         data=data,
         obs=obs,
@@ -461,8 +540,21 @@ class LocomotionEnv:
         task=task,
         signals=self._signals(state, data, feet, finite),
         metrics=self._metrics(state, data, scaled, task, terminated | truncated, finite),
+        terrain=ground,
     )
     return self._auto_reset(final, k_reset), final
+
+  def _wrap(self, state: EnvState) -> EnvState:
+    """WRAP: on a heightfield, a trunk that has left the tile is moved back by whole tiles
+    (`terrain.wrap`), onto the same ground; so are the feet's last positions, and the move is
+    added to `TerrainState.offset`. Nothing changes on the plane."""
+    if self.grid is None:
+      return state
+    shift = terrain_lib.wrap(self.grid, state.data.qpos[0:2])  # [2]
+    return state.replace(
+        data=state.data.replace(qpos=state.data.qpos.at[0:2].add(-shift)),
+        task=state.task.replace(foot_xy=state.task.foot_xy - shift),
+        terrain=state.terrain.replace(offset=state.terrain.offset + shift))
 
   def actuate(self, family: families.FamilyParams, action_history: jax.Array,
               action: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -499,6 +591,8 @@ class LocomotionEnv:
     family = state.family
     history, targets = self.actuate(family, state.task.action_history, action)
     model = families.apply_to_model(self.model, self.robot, family)
+    if state.terrain is not None:
+      model = model.replace(hfield_data=state.terrain.heights.reshape(-1))
 
     def physics_step(_, data):
       return mjx.step(model, data)
@@ -518,9 +612,11 @@ class LocomotionEnv:
 
   def _reset_reason(self, state: EnvState, data: mjx.Data, finite: jax.Array) -> jax.Array:
     """TERMINATIONS: why the step ended the episode. int32 [], a `ResetReason` (NONE if not)."""
-    return self.end_reason(trunk_height=data.qpos[2], floor_normal=self._floor_normal(data),
+    return self.end_reason(trunk_height=self._trunk_height(data, state.terrain),
+                           floor_normal=self._floor_normal(data),
                            joint_pos=data.qpos[self._qpos_adr],
-                           body_contact=self._body_touches_floor(data, finite), finite=finite,
+                           body_contact=self._body_touches_floor(data, finite, state.terrain),
+                           finite=finite,
                            step=state.task.step)
 
   def end_reason(self, trunk_height: jax.Array, floor_normal: jax.Array, joint_pos: jax.Array,
@@ -559,7 +655,7 @@ class LocomotionEnv:
   def _feet(self, state: EnvState, data: mjx.Data) -> _Feet:
     """Each foot's height, contact, air time and mean horizontal speed over the step."""
     env = self.env_config
-    height = self._foot_height(data)  # [F]
+    height = self._foot_height(data, state.terrain)  # [F]
     contact = height < env.foot_contact_distance  # [F]
     debounced = contact | state.task.last_contact  # [F] debounces one-step chatter
     xy = data.geom_xpos[self._foot_geoms, :2]  # [F, 2]
@@ -643,13 +739,13 @@ class LocomotionEnv:
     """
     up = self._floor_normal(data)  # [3]
     return StepSignals(
-        trunk_height=data.qpos[2],
+        trunk_height=self._trunk_height(data, state.terrain),
         trunk_tilt=jnp.degrees(jnp.arccos(jnp.clip(up[2], -1.0, 1.0))),
         contact=jnp.where(finite, feet.contact, state.task.last_contact),
         last_contact=state.task.last_contact,
         foot_speed=jnp.where(finite, feet.speed, 0.0),
         air_time=feet.air_time,
-        body_contact=self._body_touches_floor(data, finite),
+        body_contact=self._body_touches_floor(data, finite, state.terrain),
     )
 
   def _metrics(self, state: EnvState, data: mjx.Data, scaled: dict[str, jax.Array],
@@ -672,9 +768,50 @@ class LocomotionEnv:
     just taken; the family draw survives the reset.
     """
     done = final.terminated | final.truncated
-    fresh = self.reset(key, final.family)
+    if final.terrain is None:
+      fresh = self.reset(key, final.family)
+      return final.replace(
+          data=_tree_where(done, fresh.data, final.data),
+          obs=_tree_where(done, fresh.obs, final.obs),
+          task=_tree_where(done, fresh.task, final.task),
+      )
+    level = terrain_lib.next_level(
+        self.terrain_config, final.terrain.level, final.terminated, final.truncated,
+        final.terrain.commanded, final.terrain.progress)
+    fresh = self.reset(key, final.family, level)
+    ground = _tree_where(done, fresh.terrain, final.terrain)
+    metrics = dict(final.metrics)
+    metrics.update(self._terrain_metrics(final.family, final.terrain, ground, done))
     return final.replace(
         data=_tree_where(done, fresh.data, final.data),
         obs=_tree_where(done, fresh.obs, final.obs),
         task=_tree_where(done, fresh.task, final.task),
+        terrain=ground,
+        metrics=metrics,
     )
+
+
+def _body_probes(model, geom_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Points checked against a heightfield for body contact: (geom id [P], point in the geom's
+  frame [P, 3], radius [P]). A box gives a 5 x 3 x 2 lattice over its volume's surface planes,
+  a capsule 3 points along its axis and a sphere its centre, with the geom's radius."""
+  geoms, points, radii = [], [], []
+  for g in geom_ids:
+    size, kind = model.geom_size[g], model.geom_type[g]
+    if kind == mujoco.mjtGeom.mjGEOM_BOX:
+      lattice = [(x, y, z) for x in np.linspace(-size[0], size[0], 5)
+                 for y in (-size[1], 0.0, size[1]) for z in (-size[2], size[2])]
+      radius = 0.0
+    elif kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
+      lattice = [(0.0, 0.0, z) for z in (-size[1], 0.0, size[1])]
+      radius = size[0]
+    elif kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+      lattice, radius = [(0.0, 0.0, 0.0)], size[0]
+    else:
+      raise robots.RobotError(
+          f"body-contact geom {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g)!r} is a "
+          f"{mujoco.mjtGeom(kind).name}; on a heightfield they must be boxes, capsules or spheres")
+    geoms += [g] * len(lattice)
+    points += lattice
+    radii += [radius] * len(lattice)
+  return (np.asarray(geoms), np.asarray(points, np.float32), np.asarray(radii, np.float32))

@@ -44,11 +44,16 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk.sim import robots
+from mjx_walk.sim import terrain as terrain_lib
 from mjx_walk.sim._mjx import mjx
 
 TRAIN_SEED_SPACE = (0, 2**31)
 EVAL_SEED_SPACE = (2**31, 2**32)
 STANDARD_GRAVITY = 9.81
+
+
+TERRAIN_FIELDS = ("terrain_type", "terrain_seed", "terrain_magnitude")
+"""The `Family` fields of a family on a heightfield."""
 
 
 class LeakageError(ValueError):
@@ -92,16 +97,30 @@ class Family:
   """Tilt of gravity from the floor normal, degrees (0 on level ground)."""
   slope_direction: float
   """World-frame direction of downhill, rad."""
+  terrain_type: str | None = None
+  """On a heightfield: the family's terrain type (`config.TERRAIN_TYPES`); None on the plane."""
+  terrain_seed: int | None = None
+  """On a heightfield: the seed of the terrain's shape."""
+  terrain_magnitude: tuple[float, float] | None = None
+  """On a heightfield: the type's magnitude at difficulty 0 and at difficulty 1 (m, degrees for
+  `slope`); the same at both ends for a held-out family."""
 
   def to_dict(self) -> dict[str, Any]:
-    return dataclasses.asdict(self)
+    """Plain values; a family on the plane has no terrain keys (as before terrain existed)."""
+    values = dataclasses.asdict(self)
+    if self.terrain_type is None:
+      for name in TERRAIN_FIELDS:
+        del values[name]
+    return values
 
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> Family:
     fields = {f.name for f in dataclasses.fields(cls)}
-    if set(values) != fields:
+    plane = fields - set(TERRAIN_FIELDS)
+    if set(values) != fields and set(values) != plane:
       raise ValueError(
-          f"a manifest family has keys {sorted(values)}; expected exactly {sorted(fields)}")
+          f"a manifest family has keys {sorted(values)}; expected exactly {sorted(fields)}, or "
+          f"{sorted(plane)} on the plane")
 
     def tuplify(x):
       return tuple(tuplify(v) for v in x) if isinstance(x, list) else x
@@ -138,6 +157,8 @@ class FamilyParams:
   push_seconds: jax.Array
   gravity: jax.Array
   """float32 [3]: world-frame gravity, m/s^2."""
+  terrain: terrain_lib.TerrainDraw | None = None
+  """The family's ground on a heightfield; None on the plane."""
 
 
 # DRAWS
@@ -199,6 +220,13 @@ def draw_train_family(seed: int, config: config_lib.TrainConfig) -> Family:
   pushes = _pushes(rng, fam_cfg.pushes_per_episode, fam_cfg.push_force, config.env.episode_seconds)
   slope_degrees = _uniform(rng, fam_cfg.slope_degrees)
   slope_direction = float(rng.uniform(-math.pi, math.pi)) if slope_degrees else 0.0
+  ground = {}
+  if config.terrain.heightfield:
+    terrain = config.terrain
+    weights = np.asarray(terrain.type_weights, float)
+    kind = terrain.types[int(rng.choice(len(terrain.types), p=weights / weights.sum()))]
+    ground = dict(terrain_type=kind, terrain_seed=int(rng.integers(0, 2**31)),
+                  terrain_magnitude=_terrain_range(terrain, kind))
   return Family(
       seed=int(seed),
       stratum=None,
@@ -215,17 +243,43 @@ def draw_train_family(seed: int, config: config_lib.TrainConfig) -> Family:
       slope_direction=slope_direction,
       **pushes,
       **spawn,
+      **ground,
   )
 
 
-def draw_eval_family(seed: int, panel: config_lib.PanelConfig, stratum: str) -> Family:
+def _terrain_range(terrain: config_lib.TerrainConfig, kind: str) -> tuple[float, float]:
+  """The training range of a terrain type's magnitude (m, degrees for slopes)."""
+  ranges = {"flat": (0.0, 0.0), "rough": terrain.rough_height, "slope": terrain.slope_degrees,
+            "stairs_up": terrain.stair_height, "stairs_down": terrain.stair_height,
+            "obstacles": terrain.obstacle_height}
+  return tuple(float(x) for x in ranges[kind])
+
+
+def _held_out_ground(rng: np.random.Generator, terrain: config_lib.TerrainConfig,
+                     stratum: str) -> dict[str, Any]:
+  """A held-out family's ground on a heightfield: its stratum's terrain at one magnitude, or
+  flat ground for the strata that do not test terrain. Draws the same numbers for every
+  stratum."""
+  seed = int(rng.integers(0, 2**31))
+  upward = bool(rng.integers(0, 2))
+  kind, size = {
+      "rough": ("rough", terrain.panel_rough_height),
+      "stairs": ("stairs_up" if upward else "stairs_down", terrain.panel_stair_height),
+      "obstacles": ("obstacles", terrain.panel_obstacle_height),
+  }.get(stratum, ("flat", 0.0))
+  return dict(terrain_type=kind, terrain_seed=seed, terrain_magnitude=(float(size), float(size)))
+
+
+def draw_eval_family(seed: int, panel: config_lib.PanelConfig, stratum: str,
+                     terrain: config_lib.TerrainConfig | None = None) -> Family:
   """Everything a held-out family's seed fixes: nominal conditions plus its stratum's one.
 
-  A function of the seed and `panel` alone, so training ranges never move the panel. Every
-  family draws the same numbers in the same order whatever its stratum.
+  A function of the seed, `panel` and, on a heightfield, `terrain`'s panel magnitudes alone, so
+  training ranges never move the panel. Every family draws the same numbers in the same order
+  whatever its stratum.
   """
-  if stratum not in config_lib.STRATA:
-    raise ValueError(f"stratum {stratum!r} is unknown; known strata are {config_lib.STRATA}")
+  if stratum not in config_lib.ALL_STRATA:
+    raise ValueError(f"stratum {stratum!r} is unknown; known strata are {config_lib.ALL_STRATA}")
   rng = np.random.default_rng(seed)
   spawn = _spawn(rng, config_lib.FamilyConfig())
   command_times, commands = _command_schedule(rng, panel, panel.episode_seconds)
@@ -255,6 +309,7 @@ def draw_eval_family(seed: int, panel: config_lib.PanelConfig, stratum: str) -> 
       slope_direction=held_out["slope_direction"] if stratum == "slope" else 0.0,
       **(held_out["pushes"] if stratum == "push" else no_pushes),
       **spawn,
+      **(_held_out_ground(rng, terrain, stratum) if terrain and terrain.heightfield else {}),
   )
 
 
@@ -262,7 +317,7 @@ def draw_family(seed: int, config: config_lib.TrainConfig, stratum: str | None) 
   """A training family (stratum None) or a held-out family of `stratum`."""
   if stratum is None:
     return draw_train_family(seed, config)
-  return draw_eval_family(seed, config.panel, stratum)
+  return draw_eval_family(seed, config.panel, stratum, config.terrain)
 
 
 def _distinct_seeds(seed: int | Sequence[int], space: tuple[int, int], count: int) -> list[int]:
@@ -289,13 +344,17 @@ def eval_seeds(config: config_lib.TrainConfig) -> list[int]:
   return _distinct_seeds([config.panel.seed, 0xE7A1], EVAL_SEED_SPACE, config.panel.num_families)
 
 
-def check_disjoint(train: Sequence[int], evaluation: Sequence[int]) -> None:
-  """Refuses a run whose training and evaluation families share a seed.
+def check_disjoint(train: Sequence[int], evaluation: Sequence[int], what: str = "seeds") -> None:
+  """Refuses a run whose training and evaluation families share a seed (or a terrain seed).
 
   Raises:
     LeakageError: naming every shared seed.
   """
   shared = sorted(set(train) & set(evaluation))
+  if shared and what != "seeds":
+    raise LeakageError(
+        f"training and evaluation families share {what} {shared}: a held-out family would stand "
+        f"on ground that was trained on. Draw the panel from another panel.seed.")
   if shared:
     raise LeakageError(
         f"training and evaluation families share seeds {shared}: a held-out family would be "
@@ -312,6 +371,8 @@ def _ranges(config: config_lib.TrainConfig) -> dict[str, Any]:
   ranges = {"train": dataclasses.asdict(config.families),
             "train_episode_seconds": config.env.episode_seconds,
             "eval": panel}
+  if config.terrain.heightfield:
+    ranges["terrain"] = dataclasses.asdict(config.terrain)
   return json.loads(json.dumps(ranges))  # tuples become lists, exactly as a reload sees them
 
 
@@ -332,6 +393,10 @@ class Manifest:
 
   def __post_init__(self):
     check_disjoint([f.seed for f in self.train_families], [f.seed for f in self.eval_families])
+    check_disjoint(
+        [f.terrain_seed for f in self.train_families if f.terrain_type not in (None, "flat")],
+        [f.terrain_seed for f in self.eval_families if f.terrain_type not in (None, "flat")],
+        what="terrain seeds")
 
   @property
   def hash(self) -> str:
@@ -341,8 +406,11 @@ class Manifest:
   @property
   def panel_hash(self) -> str:
     """sha256 of the evaluation panel alone: runs are compared only when this matches."""
-    return _digest({"eval_families": [f.to_dict() for f in self.eval_families],
-                    "eval": self.ranges["eval"]})
+    content = {"eval_families": [f.to_dict() for f in self.eval_families],
+               "eval": self.ranges["eval"]}
+    if "terrain" in self.ranges:  # the grid and the panel's magnitudes shape the ground
+      content["terrain"] = self.ranges["terrain"]
+    return _digest(content)
 
   @property
   def eval_strata(self) -> tuple[str, ...]:
@@ -445,7 +513,22 @@ def stack_params(families: Sequence[Family]) -> FamilyParams:
       push_forces=jnp.asarray(forces),
       push_seconds=arr("push_seconds"),
       gravity=jnp.asarray(np.stack([_gravity(f) for f in families]).astype(np.float32)),
+      terrain=_terrain_draws(families),
   )
+
+
+def _terrain_draws(families: Sequence[Family]) -> terrain_lib.TerrainDraw | None:
+  """The families' grounds as arrays, or None when every family stands on the plane."""
+  on_terrain = [f.terrain_type is not None for f in families]
+  if not any(on_terrain):
+    return None
+  if not all(on_terrain):
+    raise ValueError("families on a heightfield and on the plane cannot be stacked together")
+  return terrain_lib.TerrainDraw(
+      type=jnp.asarray([config_lib.TERRAIN_TYPES.index(f.terrain_type) for f in families],
+                       jnp.int32),
+      seed=jnp.asarray([f.terrain_seed for f in families], jnp.uint32),
+      magnitude=jnp.asarray([f.terrain_magnitude for f in families], jnp.float32))
 
 
 def for_envs(params: FamilyParams, num_envs: int) -> FamilyParams:

@@ -146,11 +146,56 @@ def load_mjcf(path: pathlib.Path) -> mujoco.MjModel:
     raise RobotError(f"malformed MJCF {path}: {e}") from e
 
 
-def load(name: str) -> Robot:
+@dataclasses.dataclass(frozen=True)
+class Heightfield:
+  """A square heightfield to replace the scene's floor plane with (`mjx_walk.sim.terrain`)."""
+
+  nodes: int
+  """Samples along each side."""
+  half_size: float
+  """It spans [-half_size, half_size] in x and y, m."""
+  base: float
+  """Depth of its solid base below z = 0, m; every height must stay above -base."""
+
+
+def _with_heightfield(path: pathlib.Path, spec: RobotSpec, ground: Heightfield) -> mujoco.MjModel:
+  """The scene with its floor plane turned into a flat heightfield of `ground`'s shape.
+
+  Heights are in metres (vertical scale 1); the env writes each env's heights into the model.
+  Only the feet collide with it: MJX's box- and capsule-heightfield collisions cost more than
+  the rest of a step (experiments/README.md, "Terrain"), so the trunk and thighs lose their
+  collision bits and the env checks them against the surface itself.
+  """
+  try:
+    scene = mujoco.MjSpec.from_file(str(path))
+  except ValueError as e:
+    raise RobotError(f"malformed MJCF {path}: {e}") from e
+  scene.add_hfield(name="terrain", nrow=ground.nodes, ncol=ground.nodes,
+                   size=[ground.half_size, ground.half_size, 1.0, ground.base],
+                   userdata=[0.0] * (ground.nodes * ground.nodes))
+  floor = scene.geom(spec.floor_geom)
+  if floor is None:
+    raise RobotError(f"geom {spec.floor_geom!r} not found in {path}")
+  floor.type = mujoco.mjtGeom.mjGEOM_HFIELD
+  floor.hfieldname = "terrain"
+  for name in spec.body_contact_geoms:
+    geom = scene.geom(name)
+    if geom is None:
+      raise RobotError(f"geom {name!r} not found in {path}")
+    geom.contype, geom.conaffinity = 0, 0
+  try:
+    return scene.compile()
+  except ValueError as e:
+    raise RobotError(f"the scene {path} does not compile with a heightfield floor: {e}") from e
+
+
+def load(name: str, heightfield: Heightfield | None = None) -> Robot:
   """Loads a registered robot and resolves every name in its `RobotSpec`.
 
   Args:
     name: a key of `ROBOT_SPECS`, e.g. "go2".
+    heightfield: the shape of a heightfield floor to replace the scene's plane with, or None
+      for the plane.
 
   Returns:
     The loaded `Robot`.
@@ -165,6 +210,8 @@ def load(name: str) -> Robot:
   spec = ROBOT_SPECS[name]
   path = ROBOTS_DIR / spec.scene_file
   model = load_mjcf(path)
+  if heightfield is not None:
+    model = _with_heightfield(path, spec, heightfield)
   ids = _Resolver(model, path)
 
   trunk_body_id = ids.find(mujoco.mjtObj.mjOBJ_BODY, spec.trunk_body, "body")
@@ -201,7 +248,8 @@ def load(name: str) -> Robot:
   torque_limits = model.actuator_forcerange[:, 1].copy()  # [A]
 
   _check_gains(model, path, spec, qvel_joint_adr)
-  for geom_name, geom_id in zip(spec.feet + spec.body_contact_geoms,
+  checked = spec.feet if heightfield else spec.feet + spec.body_contact_geoms
+  for geom_name, geom_id in zip(checked,
                                 np.concatenate([foot_geom_ids, body_contact_geom_ids])):
     if not _collides(model, int(geom_id), floor_geom_id):
       raise RobotError(f"geom {geom_name!r} in {path} cannot collide with {spec.floor_geom!r}")

@@ -1,0 +1,22 @@
+"""Go2 on heightfield terrain with a difficulty curriculum, sized for a 2-core CPU.
+
+  python -m mjx_walk.train --config=experiments/go2_rough.py
+
+Every training family stands on its own periodic 4 m tile of one terrain type (rough, slope,
+stairs up, stairs down, obstacles), drawn from its seed; each env climbs or descends ten
+difficulty levels from what its episodes walked against their commands (`mjx_walk.sim.terrain`).
+The held-out panel adds the `rough`, `stairs` and `obstacles` strata to the five level-ground
+ones. The policy stays blind: no height scan. experiments/README.md, "Terrain", has what it
+reaches and how fast it trains beside the flat default.
+"""
+
+from mjx_walk import config as config_lib
+
+
+def get_config() -> config_lib.TrainConfig:
+  config = config_lib.default()
+  config.terrain.ground = "heightfield"
+  config.families.spawn_offset = 0.2  # on the tile's 1.2 m start platform
+  config.panel.strata = config_lib.ALL_STRATA
+  config.total_env_steps = 24_000_000
+  return config
