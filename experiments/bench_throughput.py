@@ -14,6 +14,14 @@ them alike and the ratios are side by side:
   train_over_physics = train_sps / physics_sps, and train_over_mjx = train_sps / mjx_sps
 compile_s is the first chunk's lower + compile time; bytes_per_env is XLA's memory estimate for
 the compiled chunk (arguments, outputs and temporaries) divided by num_envs.
+
+With a heightfield config (e.g. --config=experiments/go2_rough.py) the flat default is also
+trained at the same batch, in the same rounds:
+  flat_train_sps     the flat default's training chunk at the same envs, horizon and updates
+  terrain_over_flat  = train_sps / flat_train_sps
+(mjx_sps then steps the nominal model, whose heightfield is flat.)
+
+  python experiments/bench_throughput.py --config=experiments/go2_rough.py --num_envs=512
 """
 
 from __future__ import annotations
@@ -45,6 +53,14 @@ def main(argv):
   cfg.num_envs, cfg.unroll_length = _NUM_ENVS.value, _UNROLL.value
   cfg.updates_per_chunk = _UPDATES.value
   config_lib.validate(cfg)
+  flat = None
+  if cfg.terrain.heightfield:
+    flat_cfg = config_lib.default()
+    flat_cfg.num_envs, flat_cfg.unroll_length = cfg.num_envs, cfg.unroll_length
+    flat_cfg.updates_per_chunk = cfg.updates_per_chunk
+    flat_trainer = trainer_lib.make_trainer(config_lib.validate(flat_cfg))
+    flat_carry = flat_trainer.init(jax.random.key(cfg.seed))
+    flat = throughput.compile_chunk(flat_trainer, flat_carry).compiled
   trainer = trainer_lib.make_trainer(cfg)
   env = trainer.env
   n, t = cfg.num_envs, cfg.unroll_length
@@ -73,7 +89,7 @@ def main(argv):
   jax.block_until_ready(physics_rollout(env_state))
   jax.block_until_ready(policy_rollout(carry))
 
-  times = {"mjx": [], "physics": [], "rollout": [], "train": []}
+  times = {"mjx": [], "physics": [], "rollout": [], "train": [], "flat_train": []}
   for _ in range(_REPEATS.value):
     times["mjx"].append(throughput.time_call(mjx_rollout, env_state.data))
     times["physics"].append(throughput.time_call(physics_rollout, env_state))
@@ -83,9 +99,19 @@ def main(argv):
     jax.block_until_ready(metrics)
     times["train"].append(time.perf_counter() - start)
     env_state = carry.env
+    if flat is not None:
+      start = time.perf_counter()
+      flat_carry, metrics = flat(flat_carry)
+      jax.block_until_ready(metrics)
+      times["flat_train"].append(time.perf_counter() - start)
 
-  sps = {name: n * t / statistics.median(ts) for name, ts in times.items()}
+  sps = {name: n * t / statistics.median(ts) for name, ts in times.items() if ts}
   sps["train"] *= cfg.updates_per_chunk
+  terrain = {}
+  if flat is not None:
+    sps["flat_train"] *= cfg.updates_per_chunk
+    terrain = {"ground": cfg.terrain.ground, "flat_train_sps": round(sps["flat_train"]),
+               "terrain_over_flat": round(sps["train"] / sps["flat_train"], 3)}
   print(json.dumps({
       "num_envs": n,
       "unroll_length": t,
@@ -103,6 +129,7 @@ def main(argv):
       "compile_s": round(compile_s, 1),
       "bytes_per_env": None if chunk_bytes is None else round(chunk_bytes / n),
       "repeats": _REPEATS.value,
+      **terrain,
   }))
 
 

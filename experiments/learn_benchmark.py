@@ -20,6 +20,15 @@ JSON line:
   env_steps        env steps trained
   train_sps        median env steps/s over the run's chunks after the first (compile) chunk
 
+On a config with the terrain strata (experiments/go2_rough.py) it also prints
+  minutes_to_terrain_targets  the first evaluation where `rough` falls <= 10% with xy error
+                              <= 0.3 m/s, `stairs` falls <= 25%, and `flat` walks; or null
+  terrain_curve               (minutes, env steps, rough fall rate, rough xy error, stairs fall
+                              rate, obstacles fall rate, mean curriculum level) per evaluation
+  final_levels                the last update's envs per terrain type and level
+
+  python experiments/learn_benchmark.py --config=experiments/go2_rough.py --budget_minutes=60
+
 The curve is also in the run's ledger, as for any run.
 """
 

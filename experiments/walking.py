@@ -1,5 +1,5 @@
-"""The walking criteria on the held-out `flat` stratum, and a training run's figures against them
-read from its ledger.
+"""The walking criteria on the held-out `flat` stratum, the terrain strata's targets, and a
+training run's figures against them read from its ledger.
 
 Imported by `learn_benchmark.py` and `gpu_check.py` (a script's own folder, experiments/, is on
 `sys.path` when it runs). It defines no flags, so both can import it.
@@ -15,8 +15,44 @@ WALKING = {"fall_rate": 0.05, "lin_vel_error": 0.25, "yaw_rate_error": 0.3}
 """The `flat` stratum's thresholds (each metric must be at or below its value)."""
 
 
+TERRAIN_TARGETS = {"rough": {"fall_rate": 0.10, "lin_vel_error": 0.3},
+                   "stairs": {"fall_rate": 0.25}}
+"""The terrain strata's targets (at or below each value), met together with `flat` walking."""
+
+
 def walks(flat: dict[str, float]) -> bool:
   return all(flat[key] <= limit for key, limit in WALKING.items())
+
+
+def meets_terrain_targets(strata: dict[str, dict[str, float]]) -> bool:
+  """`flat` walks and every terrain stratum meets `TERRAIN_TARGETS`."""
+  return ("flat" in strata and walks(strata["flat"]) and all(
+      stratum in strata and all(strata[stratum][k] <= v for k, v in limits.items())
+      for stratum, limits in TERRAIN_TARGETS.items()))
+
+
+def _terrain_figures(evals: list[dict], updates: list[dict]) -> dict:
+  """On a heightfield run: when the terrain targets were first met, the terrain strata's curve
+  (minutes, env steps, rough fall rate, rough xy error, stairs fall rate, obstacles fall rate,
+  mean curriculum level of the update before) and the last update's levels."""
+  meeting = [r for r in evals if meets_terrain_targets(r["strata"])]
+  curve = []
+  for r in evals:
+    before = [u for u in updates if u["env_steps"] <= r["env_steps"]]
+    level = before[-1].get("terrain/mean_level") if before else None
+    strata = r["strata"]
+    curve.append([round(r["wall_seconds"] / 60, 2), r["env_steps"],
+                  round(strata["rough"]["fall_rate"], 4),
+                  round(strata["rough"]["lin_vel_error"], 4),
+                  round(strata["stairs"]["fall_rate"], 4),
+                  round(strata["obstacles"]["fall_rate"], 4),
+                  None if level is None else round(level, 3)])
+  return {
+      "minutes_to_terrain_targets": (
+          round(meeting[0]["wall_seconds"] / 60, 2) if meeting else None),
+      "terrain_curve": curve,
+      "final_levels": updates[-1].get("terrain/levels") if updates else None,
+  }
 
 
 def summarize(records: list[dict]) -> dict:
@@ -35,4 +71,6 @@ def summarize(records: list[dict]) -> dict:
           for r in evals if "flat" in r["strata"]],
       "env_steps": updates[-1]["env_steps"] if updates else 0,
       "train_sps": round(statistics.median(steady)) if steady else None,
+      **(_terrain_figures(evals, updates)
+         if evals and all(s in evals[0]["strata"] for s in TERRAIN_TARGETS) else {}),
   }

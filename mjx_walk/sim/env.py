@@ -264,7 +264,7 @@ class LocomotionEnv:
   def observation_spec(self) -> Observation:
     """Shapes of one env's observations, from an abstract trace of `reset` (no physics runs)."""
     family = jax.eval_shape(lambda: families.stack_params([families.draw_family(
-        0, self.config, None)]))
+        0, self.config, None)], self.config.terrain))
     family = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), family)
     state = jax.eval_shape(self.reset, jax.random.key(0), family)
     return state.obs
@@ -305,13 +305,14 @@ class LocomotionEnv:
     """
     if self.grid is None:
       key, k_joint, k_vel, k_obs, k_phase = jax.random.split(key, 5)
-      ground = None
+      ground = field = None
     else:
       key, k_joint, k_vel, k_obs, k_phase, k_level = jax.random.split(key, 6)
-      ground = self._ground(k_level, family, level)
+      ground = self._ground(k_level, level)
+      field = terrain_lib.heights(self.terrain_config, family.terrain, ground.level)
     env = self.env_config
-    data = self._spawn(k_joint, k_vel, family, ground)
-    foot_height = self._foot_height(data, ground)
+    data = self._spawn(k_joint, k_vel, family, field)
+    foot_height = self._foot_height(data, field)
     step = jnp.zeros((), jnp.int32)
     task = TaskState(
         command=self.command(family, step),
@@ -324,7 +325,7 @@ class LocomotionEnv:
         foot_xy=data.geom_xpos[self._foot_geoms, :2],
         gait_phase=jax.random.uniform(k_phase) if env.gait_hz else jnp.zeros(()),
     )
-    obs = self._observe(data, task, family, k_obs, ground)
+    obs = self._observe(data, task, family, k_obs, field)
     signals, metrics = self._no_step_yet()
     if ground is not None:
       metrics.update(self._terrain_metrics(family, ground, ground, jnp.zeros((), bool)))
@@ -344,18 +345,21 @@ class LocomotionEnv:
         terrain=ground,
     )
 
-  def _ground(self, key: jax.Array, family: families.FamilyParams,
-              level: jax.Array | None) -> terrain_lib.TerrainState:
-    """A new episode's ground: the family's terrain at `level` (or a first level drawn from
-    `key`), with nothing walked yet."""
+  def _ground(self, key: jax.Array, level: jax.Array | None) -> terrain_lib.TerrainState:
+    """A new episode's curriculum state: `level` (or a first level drawn from `key`), with
+    nothing walked yet."""
     cfg = self.terrain_config
     if level is None:
       level = jax.random.randint(key, (), 0, cfg.initial_level_max + 1)
-    level = jnp.asarray(level, jnp.int32)
     zero = jnp.zeros(())
-    return terrain_lib.TerrainState(
-        level=level, heights=terrain_lib.heights(self.grid, cfg, family.terrain, level),
-        offset=jnp.zeros(2), commanded=zero, progress=zero)
+    return terrain_lib.TerrainState(level=jnp.asarray(level, jnp.int32), offset=jnp.zeros(2),
+                                    commanded=zero, progress=zero)
+
+  def heights(self, state: EnvState) -> jax.Array | None:
+    """float32 [nodes, nodes]: the env's heightfield this episode, m (None on the plane)."""
+    if state.terrain is None:
+      return None
+    return terrain_lib.heights(self.terrain_config, state.family.terrain, state.terrain.level)
 
   def _terrain_metrics(self, family: families.FamilyParams, before: terrain_lib.TerrainState,
                        after: terrain_lib.TerrainState, done: jax.Array) -> dict[str, jax.Array]:
@@ -366,7 +370,7 @@ class LocomotionEnv:
             "terrain/demoted": (moved < 0).astype(jnp.float32)}
 
   def _spawn(self, k_joint: jax.Array, k_vel: jax.Array, family: families.FamilyParams,
-             ground: terrain_lib.TerrainState | None = None) -> mjx.Data:
+             field: jax.Array | None = None) -> mjx.Data:
     """The physics state an episode starts in: the family's spawn pose, joints perturbed
     around the standing pose by up to `env.init_joint_noise` rad, trunk velocities by up to
     `env.init_velocity_noise`. On a heightfield the robot stands on the ground under it."""
@@ -379,8 +383,8 @@ class LocomotionEnv:
     yaw_quat = jnp.array([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)])  # [4]
     qpos = (qpos.at[0:2].add(family.spawn_offset).at[3:7].set(yaw_quat)
             .at[self._qpos_adr].set(joints))
-    if ground is not None:
-      qpos = qpos.at[2].add(terrain_lib.surface(ground.heights, self.grid, qpos[0:2])[0])
+    if field is not None:
+      qpos = qpos.at[2].add(terrain_lib.surface(field, self.grid, qpos[0:2])[0])
     qvel = jnp.zeros(self.model.nv).at[0:6].set(
         env.init_velocity_noise * jax.random.uniform(k_vel, (6,), minval=-1.0, maxval=1.0))
     data = mjx.make_data(self.model).replace(qpos=qpos, qvel=qvel, ctrl=joints)
@@ -417,37 +421,35 @@ class LocomotionEnv:
     return (mine & (contact.dist < 0.0)).any()
 
   def _body_touches_floor(self, data: mjx.Data, finite: jax.Array,
-                          ground: terrain_lib.TerrainState | None = None) -> jax.Array:
+                          field: jax.Array | None = None) -> jax.Array:
     """bool []: the trunk or a thigh touches the floor (never on a non-finite step).
 
     On a heightfield, where they do not collide, a body geom touches the ground when any of its
     probe points (`_body_probes`) is within its radius of the surface.
     """
-    if ground is None:
+    if field is None:
       return self._touches_floor(data, self._body_contact_geoms) & finite
     xpos, xmat = data.geom_xpos[self._probe_geoms], data.geom_xmat[self._probe_geoms]
     points = xpos + jnp.einsum("pij,pj->pi", xmat, self._probe_points)  # [P, 3]
-    gap = terrain_lib.clearance(ground.heights, self.grid, points, self._probe_radius)
+    gap = terrain_lib.clearance(field, self.grid, points, self._probe_radius)
     return (gap < 0.0).any() & finite
 
-  def _trunk_height(self, data: mjx.Data,
-                    ground: terrain_lib.TerrainState | None = None) -> jax.Array:
+  def _trunk_height(self, data: mjx.Data, field: jax.Array | None = None) -> jax.Array:
     """Height of the trunk origin above the ground under it, m (above z = 0 on the plane)."""
-    if ground is None:
+    if field is None:
       return data.qpos[2]
-    return data.qpos[2] - terrain_lib.surface(ground.heights, self.grid, data.qpos[0:2])[0]
+    return data.qpos[2] - terrain_lib.surface(field, self.grid, data.qpos[0:2])[0]
 
   def _floor_normal(self, data: mjx.Data) -> jax.Array:
     """The floor normal (world +z) in the trunk frame. [3]"""
     return observations.rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))
 
-  def _foot_height(self, data: mjx.Data,
-                   ground: terrain_lib.TerrainState | None = None) -> jax.Array:
+  def _foot_height(self, data: mjx.Data, field: jax.Array | None = None) -> jax.Array:
     """Lowest point of each foot sphere above the floor plane z = 0, m; on a heightfield, the
     sphere's distance to the surface's plane under it. [F]"""
-    if ground is None:
+    if field is None:
       return data.geom_xpos[self._foot_geoms, 2] - self._foot_radius
-    return terrain_lib.clearance(ground.heights, self.grid, data.geom_xpos[self._foot_geoms],
+    return terrain_lib.clearance(field, self.grid, data.geom_xpos[self._foot_geoms],
                                  self._foot_radius)
 
   def readings(self, data: mjx.Data, family: families.FamilyParams) -> observations.Readings:
@@ -464,7 +466,7 @@ class LocomotionEnv:
     return observations.trunk_frame(self.readings(data, family))
 
   def _observe(self, data: mjx.Data, task: TaskState, family: families.FamilyParams,
-               key: jax.Array, ground: terrain_lib.TerrainState | None = None) -> Observation:
+               key: jax.Array, field: jax.Array | None = None) -> Observation:
     """Builds the noisy policy observation and the noise-free privileged critic observation."""
     env = self.env_config
     layout = self.policy_layout
@@ -473,7 +475,7 @@ class LocomotionEnv:
         observations.TaskInputs(task.command, task.last_action, task.gait_phase),
         self._default_pose)
     noisy = observations.add_noise(layout, env, clean, key)
-    foot_height = self._foot_height(data, ground)  # [F]
+    foot_height = self._foot_height(data, field)  # [F]
     critic = clean + [
         (foot_height < env.foot_contact_distance).astype(jnp.float32),  # F foot contacts
         foot_height,  # F foot heights
@@ -526,7 +528,7 @@ class LocomotionEnv:
     if ground is not None:
       ground = terrain_lib.track(ground, state.task.command,
                                  self._trunk_frame(data, state.family)[0], self.dt)
-    obs = self._observe(data, task, state.family, k_obs, ground)
+    obs = self._observe(data, task, state.family, k_obs, self.heights(state))
     final = EnvState(
         data=data,
         obs=obs,
@@ -592,7 +594,7 @@ class LocomotionEnv:
     history, targets = self.actuate(family, state.task.action_history, action)
     model = families.apply_to_model(self.model, self.robot, family)
     if state.terrain is not None:
-      model = model.replace(hfield_data=state.terrain.heights.reshape(-1))
+      model = model.replace(hfield_data=self.heights(state).reshape(-1))
 
     def physics_step(_, data):
       return mjx.step(model, data)
@@ -612,10 +614,11 @@ class LocomotionEnv:
 
   def _reset_reason(self, state: EnvState, data: mjx.Data, finite: jax.Array) -> jax.Array:
     """TERMINATIONS: why the step ended the episode. int32 [], a `ResetReason` (NONE if not)."""
-    return self.end_reason(trunk_height=self._trunk_height(data, state.terrain),
+    return self.end_reason(trunk_height=self._trunk_height(data, self.heights(state)),
                            floor_normal=self._floor_normal(data),
                            joint_pos=data.qpos[self._qpos_adr],
-                           body_contact=self._body_touches_floor(data, finite, state.terrain),
+                           body_contact=self._body_touches_floor(data, finite,
+                                                                 self.heights(state)),
                            finite=finite,
                            step=state.task.step)
 
@@ -655,7 +658,7 @@ class LocomotionEnv:
   def _feet(self, state: EnvState, data: mjx.Data) -> _Feet:
     """Each foot's height, contact, air time and mean horizontal speed over the step."""
     env = self.env_config
-    height = self._foot_height(data, state.terrain)  # [F]
+    height = self._foot_height(data, self.heights(state))  # [F]
     contact = height < env.foot_contact_distance  # [F]
     debounced = contact | state.task.last_contact  # [F] debounces one-step chatter
     xy = data.geom_xpos[self._foot_geoms, :2]  # [F, 2]
@@ -739,13 +742,13 @@ class LocomotionEnv:
     """
     up = self._floor_normal(data)  # [3]
     return StepSignals(
-        trunk_height=self._trunk_height(data, state.terrain),
+        trunk_height=self._trunk_height(data, self.heights(state)),
         trunk_tilt=jnp.degrees(jnp.arccos(jnp.clip(up[2], -1.0, 1.0))),
         contact=jnp.where(finite, feet.contact, state.task.last_contact),
         last_contact=state.task.last_contact,
         foot_speed=jnp.where(finite, feet.speed, 0.0),
         air_time=feet.air_time,
-        body_contact=self._body_touches_floor(data, finite, state.terrain),
+        body_contact=self._body_touches_floor(data, finite, self.heights(state)),
     )
 
   def _metrics(self, state: EnvState, data: mjx.Data, scaled: dict[str, jax.Array],

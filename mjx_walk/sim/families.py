@@ -451,13 +451,22 @@ class Manifest:
           "it was edited or corrupted")
     return manifest
 
+  @property
+  def terrain(self) -> config_lib.TerrainConfig | None:
+    """The terrain section the families' grounds were drawn under, or None on the plane."""
+    if "terrain" not in self.ranges:
+      return None
+    values = self.ranges["terrain"]
+    return config_lib.TerrainConfig(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
   def train_params(self) -> FamilyParams:
     """The training families as arrays, leading axis [F]."""
-    return stack_params(self.train_families)
+    return stack_params(self.train_families, self.terrain)
 
   def eval_params(self) -> FamilyParams:
     """The evaluation families as arrays, leading axis [E]."""
-    return stack_params(self.eval_families)
+    return stack_params(self.eval_families, self.terrain)
 
 
 def make_manifest(config: config_lib.TrainConfig) -> Manifest:
@@ -487,8 +496,13 @@ def _gravity(family: Family) -> np.ndarray:
       [math.sin(tilt) * math.cos(direction), math.sin(tilt) * math.sin(direction), -math.cos(tilt)])
 
 
-def stack_params(families: Sequence[Family]) -> FamilyParams:
-  """Stacks families into `FamilyParams` with a leading [len(families)] axis."""
+def stack_params(families: Sequence[Family],
+                 terrain: config_lib.TerrainConfig | None = None) -> FamilyParams:
+  """Stacks families into `FamilyParams` with a leading [len(families)] axis.
+
+  Families on a heightfield need the `terrain` config they were drawn under: their grounds'
+  shapes (`terrain.shapes`) are made here, once.
+  """
 
   def arr(name, dtype=np.float32):
     return jnp.asarray(np.array([getattr(f, name) for f in families], dtype=dtype))
@@ -513,22 +527,26 @@ def stack_params(families: Sequence[Family]) -> FamilyParams:
       push_forces=jnp.asarray(forces),
       push_seconds=arr("push_seconds"),
       gravity=jnp.asarray(np.stack([_gravity(f) for f in families]).astype(np.float32)),
-      terrain=_terrain_draws(families),
+      terrain=_terrain_draws(families, terrain),
   )
 
 
-def _terrain_draws(families: Sequence[Family]) -> terrain_lib.TerrainDraw | None:
+def _terrain_draws(families: Sequence[Family], terrain: config_lib.TerrainConfig | None
+                   ) -> terrain_lib.TerrainDraw | None:
   """The families' grounds as arrays, or None when every family stands on the plane."""
   on_terrain = [f.terrain_type is not None for f in families]
   if not any(on_terrain):
     return None
   if not all(on_terrain):
     raise ValueError("families on a heightfield and on the plane cannot be stacked together")
+  if terrain is None or not terrain.heightfield:
+    raise ValueError("families on a heightfield need the terrain config they were drawn under")
+  kinds = np.array([config_lib.TERRAIN_TYPES.index(f.terrain_type) for f in families], np.int32)
+  seeds = np.array([f.terrain_seed for f in families], np.uint32)
   return terrain_lib.TerrainDraw(
-      type=jnp.asarray([config_lib.TERRAIN_TYPES.index(f.terrain_type) for f in families],
-                       jnp.int32),
-      seed=jnp.asarray([f.terrain_seed for f in families], jnp.uint32),
-      magnitude=jnp.asarray([f.terrain_magnitude for f in families], jnp.float32))
+      type=jnp.asarray(kinds), seed=jnp.asarray(seeds),
+      magnitude=jnp.asarray([f.terrain_magnitude for f in families], jnp.float32),
+      shape=terrain_lib.shapes(terrain, kinds, seeds))
 
 
 def for_envs(params: FamilyParams, num_envs: int) -> FamilyParams:

@@ -11,7 +11,9 @@ within a few metres of it (float32 loses contact precision far from the origin).
 leaves the tile, `wrap` moves the robot back by whole tiles: the ground under it is the same, so
 nothing physical changes, and `TerrainState.offset` keeps the distance walked.
 
-A tile is a function of (type, seed, magnitude), made by `tile`:
+A tile is a function of (type, seed, magnitude), made by `tile`, and is its type's SHAPE (a
+function of the seed alone, `unit_tile`) times the SCALE of the magnitude (`scale`: the magnitude
+itself, or the tangent of a slope's angle):
   flat         zeros.
   rough        random bumps, uniform in [0, magnitude] m on a `rough_cell` grid, interpolated.
   slope        a pyramid whose faces rise (or, drawn from the seed, fall) at `magnitude` degrees
@@ -20,10 +22,12 @@ A tile is a function of (type, seed, magnitude), made by `tile`:
   stairs_down  a pyramid of stairs: the robot starts on top and walks down.
   obstacles    `obstacle_count` rectangular blocks of 0.25 to 1 times `magnitude` m.
 Every tile has a flat square platform (`terrain.platform_size`) at its centre, where episodes
-start. The seed fixes the shape; the magnitude only scales it. A training family's seed fixes
-its type and seed (`TerrainDraw`); its env's curriculum level fixes the magnitude, linearly from
-the low end of the type's range at level 0 to its high end at the last level, so the endpoints
-of every range are reached exactly. A held-out family has one fixed magnitude.
+start. A training family's seed fixes its type and seed (`TerrainDraw`); its env's curriculum
+level fixes the magnitude, linearly from the low end of the type's range at level 0 to its high
+end at the last level, so the endpoints of every range are reached exactly. A held-out family
+has one fixed magnitude. Because the level only scales the family's shape, the shape is made
+once per family, when its draws are stacked (`shapes`), and an env's ground at any level is
+`scale * shape`: nothing is generated inside the training step.
 
 The surface is MuJoCo's: each grid cell is two triangles split along the diagonal from
 (x0, y0) to (x1, y1). `surface` gives the height and normal there, so that foot clearances,
@@ -115,6 +119,9 @@ class TerrainDraw:
   magnitude: jax.Array
   """float32 [2]: the type's magnitude at difficulty 0 and 1 (m, or degrees for `slope`); both
   ends equal for a held-out family."""
+  shape: jax.Array
+  """float32 [nodes, nodes]: the heightfield per unit of scale (`unit_tile` over the whole
+  field); the ground at a level is `scale(...) * shape`."""
 
 
 @flax.struct.dataclass
@@ -123,8 +130,6 @@ class TerrainState:
 
   level: jax.Array
   """int32 []: curriculum level of the current episode."""
-  heights: jax.Array
-  """float32 [nodes, nodes]: the heightfield, m; rows along y, columns along x."""
   offset: jax.Array
   """float32 [2]: whole tiles the robot has been moved back by this episode, m (walked position
   = qpos xy + offset)."""
@@ -145,6 +150,12 @@ def magnitude(draw: TerrainDraw, level: jax.Array, num_levels: int) -> jax.Array
   return draw.magnitude[0] + d * (draw.magnitude[1] - draw.magnitude[0])
 
 
+def scale(kind: jax.Array, size: jax.Array) -> jax.Array:
+  """What a unit tile of type `kind` is multiplied by for magnitude `size`: tan(size degrees)
+  for a slope, `size` metres otherwise."""
+  return jnp.where(kind == SLOPE, jnp.tan(jnp.deg2rad(size)), size)
+
+
 # TILES
 
 
@@ -154,7 +165,7 @@ def _platform_distance(grid: Grid) -> np.ndarray:
   return np.maximum(np.maximum(np.abs(x), np.abs(y)) - grid.platform_size / 2, 0.0)
 
 
-def _rough(grid: Grid, cfg: config_lib.TerrainConfig, key: jax.Array, height: jax.Array):
+def _rough(grid: Grid, cfg: config_lib.TerrainConfig, key: jax.Array):
   step = round(cfg.rough_cell / cfg.resolution)
   coarse = grid.cells // step
   bumps = jax.random.uniform(key, (coarse, coarse))  # periodic coarse grid
@@ -167,33 +178,33 @@ def _rough(grid: Grid, cfg: config_lib.TerrainConfig, key: jax.Array, height: ja
   field = rows[:, i0] * (1 - w)[None, :] + rows[:, i1] * w[None, :]  # [cells, cells]
   # Rises from the platform's edge over one bump cell.
   ramp = np.minimum(_platform_distance(grid) / cfg.rough_cell, 1.0)
-  return height * field * ramp
+  return field * ramp
 
 
-def _slope(grid: Grid, key: jax.Array, degrees: jax.Array):
+def _slope(grid: Grid, key: jax.Array):
   sign = jnp.where(jax.random.bernoulli(key), 1.0, -1.0)
   x, y = grid.tile_coordinates()
   to_edge = grid.tile_size / 2 - np.maximum(np.abs(x), np.abs(y))  # 0 at the edge
   run = np.minimum(to_edge, grid.tile_size / 2 - grid.platform_size / 2)
-  return sign * jnp.tan(jnp.deg2rad(degrees)) * run
+  return sign * run
 
 
-def _stairs(grid: Grid, cfg: config_lib.TerrainConfig, riser: jax.Array, sign: float):
+def _stairs(grid: Grid, cfg: config_lib.TerrainConfig, sign: float):
   x, y = grid.tile_coordinates()
   to_edge = grid.tile_size / 2 - np.maximum(np.abs(x), np.abs(y))
   most = math.floor((grid.tile_size - grid.platform_size) / 2 / cfg.stair_width + 1e-6)
   steps = np.minimum(np.floor(to_edge / cfg.stair_width + 1e-6), most)
-  return sign * riser * steps
+  return jnp.asarray(sign * steps, jnp.float32)
 
 
-def _obstacles(grid: Grid, cfg: config_lib.TerrainConfig, key: jax.Array, height: jax.Array):
+def _obstacles(grid: Grid, cfg: config_lib.TerrainConfig, key: jax.Array):
   k_center, k_size, k_height = jax.random.split(key, 3)
   count = cfg.obstacle_count
   centers = jax.random.uniform(k_center, (count, 2), minval=-grid.tile_size / 2,
                                maxval=grid.tile_size / 2)
   half = jax.random.uniform(k_size, (count, 2), minval=cfg.obstacle_size[0],
                             maxval=cfg.obstacle_size[1]) / 2
-  tops = height * jax.random.uniform(k_height, (count,), minval=0.25, maxval=1.0)
+  tops = jax.random.uniform(k_height, (count,), minval=0.25, maxval=1.0)
   x, y = grid.tile_coordinates()
   period = grid.tile_size
 
@@ -206,29 +217,47 @@ def _obstacles(grid: Grid, cfg: config_lib.TerrainConfig, key: jax.Array, height
   return jnp.where(_platform_distance(grid) > 0, field, 0.0)
 
 
-def tile(grid: Grid, cfg: config_lib.TerrainConfig, kind: jax.Array, seed: jax.Array,
-         size: jax.Array) -> jax.Array:
-  """float32 [cells, cells]: one tile of type `kind` (an index into TYPES), shaped by `seed` and
-  scaled by `size` (m, or degrees for `slope`). Rows along y; periodic."""
+def unit_tile(grid: Grid, cfg: config_lib.TerrainConfig, kind: jax.Array,
+              seed: jax.Array) -> jax.Array:
+  """float32 [cells, cells]: the shape of a tile of type `kind` (an index into TYPES) drawn from
+  `seed`, per unit of `scale`: bumps and block tops in [0, 1], stairs in whole risers, slopes in
+  metres of rise per unit of tan(angle). Rows along y; periodic."""
   key = jax.random.key(seed)
   branches = [
       lambda: jnp.zeros((grid.cells, grid.cells), jnp.float32),
-      lambda: _rough(grid, cfg, key, size),
-      lambda: _slope(grid, key, size),
-      lambda: _stairs(grid, cfg, size, -1.0),
-      lambda: _stairs(grid, cfg, size, 1.0),
-      lambda: _obstacles(grid, cfg, key, size),
+      lambda: _rough(grid, cfg, key),
+      lambda: _slope(grid, key),
+      lambda: _stairs(grid, cfg, -1.0),
+      lambda: _stairs(grid, cfg, 1.0),
+      lambda: _obstacles(grid, cfg, key),
   ]
   return jax.lax.switch(kind, branches).astype(jnp.float32)
 
 
-def heights(grid: Grid, cfg: config_lib.TerrainConfig, draw: TerrainDraw,
-            level: jax.Array) -> jax.Array:
-  """float32 [nodes, nodes]: the heightfield of `draw` at curriculum `level`: the tile repeated
-  over the tile and its margins."""
+def tile(grid: Grid, cfg: config_lib.TerrainConfig, kind: jax.Array, seed: jax.Array,
+         size: jax.Array) -> jax.Array:
+  """float32 [cells, cells]: one tile of type `kind` shaped by `seed`, at magnitude `size` (m,
+  or degrees for `slope`)."""
+  return scale(kind, size) * unit_tile(grid, cfg, kind, seed)
+
+
+def shapes(cfg: config_lib.TerrainConfig, kinds: np.ndarray, seeds: np.ndarray) -> jax.Array:
+  """float32 [F, nodes, nodes]: `TerrainDraw.shape` of F families: each unit tile repeated over
+  the tile and its margins. Computed once, when the families' draws are stacked."""
+  grid = Grid.from_config(cfg)
   rows = grid.tile_rows()
-  field = tile(grid, cfg, draw.type, draw.seed, magnitude(draw, level, cfg.num_levels))
-  return field[rows][:, rows]
+
+  @jax.jit
+  @jax.vmap
+  def one(kind, seed):
+    return unit_tile(grid, cfg, kind, seed)[rows][:, rows]
+
+  return one(jnp.asarray(kinds, jnp.int32), jnp.asarray(seeds, jnp.uint32))
+
+
+def heights(cfg: config_lib.TerrainConfig, draw: TerrainDraw, level: jax.Array) -> jax.Array:
+  """float32 [nodes, nodes]: the heightfield of `draw` at curriculum `level`, m."""
+  return scale(draw.type, magnitude(draw, level, cfg.num_levels)) * draw.shape
 
 
 def deepest(cfg: config_lib.TerrainConfig) -> float:
