@@ -13,6 +13,7 @@ import numpy as np
 from mjx_walk import config as config_lib
 from mjx_walk import report as report_cli
 from mjx_walk import train as train_lib
+from mjx_walk.analysis import plots as plots_lib
 from mjx_walk.analysis import report
 from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos
@@ -20,10 +21,12 @@ from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import families
 
 import commands
 import configs
 import pictures
+import test_plots
 
 ALWAYS_PLOTTED = ("learning_curve", "latest_eval", "reward_terms", "reset_reasons")
 AUDIT_PLOTS = ("contact_events", "fall_histograms")
@@ -159,6 +162,25 @@ class RunReportTest(absltest.TestCase):
     self.assertEqual((ran.status, ran.err, ran.out),
                      (1, f"error: no run folder at {missing}\n", ""))
     self.assertFalse(missing.exists())
+
+
+class CurriculumReportTest(absltest.TestCase):
+  """The report of a heightfield run's ledger links the curriculum plot and says what it shows;
+  the ledger is constructed (tests/test_plots.py), so nothing trains."""
+
+  def test_the_curriculum_plot_is_linked_with_its_sentence(self):
+    cfg = configs.tiny(terrain__ground="heightfield", families__spawn_offset=0.2)
+    manifest = families.make_manifest(cfg)
+    run_dir = pathlib.Path(self.create_tempdir().full_path)
+    records = test_plots.terrain_ledger()
+    plots = plots_lib.make_plots(run_dir, records, cfg)
+    path = report.write_report(run_dir, records, cfg, manifest, plots)
+    text = path.read_text()
+    curriculum = plots[-1]
+    self.assertEqual(curriculum.name, "curriculum")
+    self.assertIn(f"![{curriculum.title}]({run_folder.PLOTS}/curriculum.png)\n\n"
+                  f"{curriculum.caption}", text)
+    pictures.assert_png(self, run_dir / run_folder.PLOTS / "curriculum.png")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,12 @@ import tempfile
 from absl.testing import absltest
 from absl.testing import parameterized
 import chex
+import jax
+import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from mjx_walk import config as config_lib
 from mjx_walk import sim2sim as sim2sim_cli
 from mjx_walk.analysis import report
 from mjx_walk.analysis import sim2sim
@@ -26,6 +29,8 @@ from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 from mjx_walk.sim import robots
+from mjx_walk.sim import terrain
+from mjx_walk.sim._mjx import mjx
 
 import commands
 import configs
@@ -203,6 +208,146 @@ class WorldsTest(absltest.TestCase):
     self.assertEqual([world.body_contact(w) for w in worlds], [True, True])
     low, _ = world.judge(worlds, ok, np.ones(2, bool), steps, commands_)
     np.testing.assert_array_equal(low, [R.FALL, R.FALL])
+
+
+class HeightfieldWorldsTest(absltest.TestCase):
+  """The C MuJoCo worlds of a heightfield run's panel: one env per family of the flat, slope,
+  stairs, rough and obstacles strata. The references are the family's own tile and the MJX env's
+  own wrap, trunk height and body-contact functions on the same pose."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.config = _panel_config(
+        terrain__ground="heightfield", families__spawn_offset=0.2, panel__envs_per_family=1,
+        panel__strata=("flat", "slope", "stairs", "rough", "obstacles"))
+    cls.manifest = families.make_manifest(cls.config)
+    cls.world = sim2sim.CMuJoCoPanel(cls.config, cls.manifest)
+    cls.worlds, cls.start = cls.world.worlds()
+    cls.grid = terrain.Grid.from_config(cls.config.terrain)
+    env = cls.world.env
+
+    def mjx_judgement(data, heights, qpos):
+      ground = terrain.TerrainState(level=jnp.zeros((), jnp.int32), heights=heights,
+                                    offset=jnp.zeros(2), commanded=jnp.zeros(()),
+                                    progress=jnp.zeros(()))
+      data = mjx.kinematics(env.model, data.replace(qpos=qpos))
+      return (env._trunk_height(data, ground),
+              env._body_touches_floor(data, jnp.ones((), bool), ground))
+
+    cls.mjx_judgement = staticmethod(jax.jit(mjx_judgement))
+
+  def index(self, stratum: str) -> int:
+    return next(j for j, f in enumerate(self.manifest.eval_families) if f.stratum == stratum)
+
+  def row(self, j: int) -> env_lib.EnvState:
+    return jax.tree.map(lambda x: x[j], self.start)
+
+  def test_each_world_holds_its_familys_ground(self):
+    # Catches a C model left flat, given another family's ground, or a slope stratum whose
+    # inclined floor lost the heightfield.
+    floor = self.world.env.robot.floor_geom_id
+    for j, (family, world) in enumerate(zip(self.manifest.eval_families, self.worlds)):
+      draw = terrain.TerrainDraw(
+          type=jnp.int32(config_lib.TERRAIN_TYPES.index(family.terrain_type)),
+          seed=jnp.uint32(family.terrain_seed),
+          magnitude=jnp.asarray(family.terrain_magnitude, jnp.float32))
+      expected = np.asarray(terrain.heights(self.grid, self.config.terrain, draw, jnp.int32(5)))
+      self.assertEqual(world.model.geom_type[floor], mujoco.mjtGeom.mjGEOM_HFIELD, family.stratum)
+      self.assertEqual((world.model.hfield_nrow[0], world.model.hfield_ncol[0]),
+                       (self.grid.nodes, self.grid.nodes))
+      np.testing.assert_allclose(world.model.hfield_data.reshape(expected.shape), expected,
+                                 atol=1e-6, err_msg=family.stratum)
+      np.testing.assert_allclose(world.heights, self.start.terrain.heights[j], atol=1e-6)
+      if family.stratum != "flat":
+        self.assertGreater(np.ptp(expected) if family.stratum != "slope" else 1.0, 0.02)
+    slope = self.worlds[self.index("slope")]
+    turned = np.zeros(9)
+    mujoco.mju_quat2Mat(turned, slope.model.geom_quat[floor])
+    np.testing.assert_allclose(turned.reshape(3, 3), slope.rotation, atol=1e-9)
+    self.assertIn("heightfield", self.world.simulator["ground"])
+
+  def test_the_wrap_is_the_envs(self):
+    # Catches a trunk left off the tile, moved by the wrong amount, or moved along world axes
+    # instead of the inclined floor's.
+    env = self.world.env
+    half = self.grid.tile_size / 2
+    for stratum in ("stairs", "slope"):
+      j = self.index(stratum)
+      world = self.world.worlds()[0][j]
+      away = np.asarray(self.start.data.qpos[j], np.float64).copy()
+      away[0:2] = (half + 0.3, -(3 * half + 0.1))  # off the tile: one tile in x, two in y
+      world.data.qpos[0:3] = world.rotation @ away[0:3]
+      self.world.wrap([world])
+      state = self.row(j)
+      state = state.replace(data=state.data.replace(qpos=jnp.asarray(away, jnp.float32)))
+      wrapped = np.asarray(env._wrap(state).data.qpos)
+      np.testing.assert_allclose(world.rotation.T @ world.data.qpos[0:3], wrapped[0:3],
+                                 atol=1e-5, err_msg=stratum)
+      np.testing.assert_allclose(wrapped[0:2] - away[0:2], (-4.0, 8.0), atol=1e-5)
+      inside = world.data.qpos.copy()
+      self.world.wrap([world])  # on the tile: left where it is
+      np.testing.assert_array_equal(world.data.qpos, inside)
+
+  def test_heights_and_body_contact_are_measured_on_the_surface_as_the_env_does(self):
+    # Catches heights read along world z or above z = 0, and body contact read from contacts
+    # (the trunk and thighs do not collide with a heightfield): at poses standing, sunk into a
+    # higher part of the ground, and hovering 5 cm above it, C MuJoCo's figures are the MJX
+    # env's own.
+    env = self.world.env
+    judged = []
+    for stratum in ("stairs", "rough", "obstacles", "slope"):
+      j = self.index(stratum)
+      worlds, _ = self.world.worlds()
+      world = worlds[j]
+      heights = world.heights
+      tile = heights[self.grid.margin_cells:-self.grid.margin_cells - 1,
+                     self.grid.margin_cells:-self.grid.margin_cells - 1]
+      row, col = np.unravel_index(np.argmax(tile), tile.shape)
+      highest = (np.array([col, row]) + self.grid.margin_cells) * self.grid.resolution \
+          - self.grid.half_size
+      start = np.asarray(self.start.data.qpos[j], np.float64)
+      standing = start.copy()
+      sunk = start.copy()
+      sunk[0:2] = highest + 0.05
+      hover = sunk.copy()
+      surface = float(terrain.surface(jnp.asarray(heights), self.grid,
+                                      jnp.asarray(hover[0:2], jnp.float32))[0])
+      hover[2] = surface + 0.05
+      for name, qpos in (("standing", standing), ("sunk", sunk), ("hovering", hover)):
+        world.data.qpos[:] = qpos
+        world.data.qpos[0:3] = world.rotation @ qpos[0:3]
+        mujoco.mju_mulQuat(world.data.qpos[3:7], sim2sim._quat(world.rotation), qpos[3:7])
+        mujoco.mj_forward(world.model, world.data)
+        c_height = float(self.world.trunk_heights([world])[0])
+        c_contact = self.world.body_contact(world)
+        m_height, m_contact = self.mjx_judgement(self.row(j).data, jnp.asarray(heights),
+                                                 jnp.asarray(qpos, jnp.float32))
+        what = f"{stratum}, {name}"
+        self.assertAlmostEqual(c_height, float(m_height), delta=1e-4, msg=what)
+        self.assertEqual(c_contact, bool(m_contact), what)
+        reason, _ = self.world.judge([world], np.ones(1, bool), np.array([c_contact]),
+                                     np.zeros(1, np.int32), np.zeros((1, 3), np.float32))
+        judged.append((what, int(reason[0]), c_contact))
+    by_name = {what: (reason, contact) for what, reason, contact in judged}
+    for stratum in ("stairs", "rough", "obstacles", "slope"):
+      self.assertEqual(by_name[f"{stratum}, standing"], (R.NONE, False), stratum)
+      self.assertEqual(by_name[f"{stratum}, hovering"], (R.FALL, True), stratum)
+    # The stairs family's highest ground is above its start platform (up) or level with its
+    # top (down): sunk into it, or standing there.
+    self.assertIn(by_name["stairs, sunk"], ((R.FALL, True), (R.NONE, False)))
+
+  def test_a_standing_policy_lasts_its_episode_on_level_terrain(self):
+    # Catches a replay loop that judges a heightfield as the plane (the stairs family stands in
+    # a pit or on a pyramid, 0.4 m from z = 0) or reads body contact from contacts: the robot
+    # holding its standing pose on the start platform stays up to the time limit, except on the
+    # 15 degree slope, where its thighs reach the floor, in MJX as here (on the plane too).
+    zeros = lambda obs: np.zeros((len(obs), self.world.env.action_size), np.float32)
+    stats, _ = self.world.replay(zeros)
+    summary = self.world.summarize(stats)
+    for stratum, figures in summary["strata"].items():
+      ended = {reason: n for reason, n in figures["reset"].items() if n}
+      self.assertEqual(ended, {"body_contact" if stratum == "slope" else "timeout": 1}, stratum)
 
 
 class GapsTest(absltest.TestCase):

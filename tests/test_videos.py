@@ -1,6 +1,7 @@
 """Tests for mjx_walk.analysis.videos: offscreen frames that show the robot, a slope drawn as an
-inclined floor, MP4s that decode to the frames written, and the videos and captions of saved
-evaluation traces (`mjx_walk.analysis.traces`). (The videos of a real run are checked in
+inclined floor, a heightfield's ground drawn as it is simulated, MP4s that decode to the frames
+written, and the videos and captions of saved evaluation traces (`mjx_walk.analysis.traces`),
+on the plane and on a heightfield run. (The videos of a real run are checked in
 tests/test_report.py.)"""
 
 import json
@@ -18,8 +19,11 @@ from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
+from mjx_walk.run import run_folder
 from mjx_walk.sim import robots
+from mjx_walk.sim import terrain
 
+import configs
 import pictures
 
 
@@ -148,6 +152,114 @@ class RenderTest(absltest.TestCase):
     self.assertEqual([(c["start_s"], c["vx"]) for c in captions["flat"]["commands"]],
                      [(0.0, 0.0), (4 / cfg.env.control_hz, 0.5)])
     self.assertLen(captions["slope"]["commands"], 1)
+
+
+def _heightfield_config(**changes) -> config_lib.TrainConfig:
+  return configs.tiny(**{"terrain__ground": "heightfield", "families__spawn_offset": 0.2,
+                         "report__video_width": 160, "report__video_height": 120, **changes})
+
+
+def _ground(cfg: config_lib.TrainConfig, kind: str, size: float, seed: int = 3) -> np.ndarray:
+  """A tile of `kind` at one magnitude, built from its type, seed and size as a family's is."""
+  draw = terrain.TerrainDraw(type=np.int32(config_lib.TERRAIN_TYPES.index(kind)),
+                             seed=np.uint32(seed), magnitude=np.array([size, size], np.float32))
+  return np.asarray(terrain.heights(terrain.Grid.from_config(cfg.terrain), cfg.terrain, draw,
+                                    np.int32(0)))
+
+
+def _on_ground(robot: robots.Robot, heights: np.ndarray, grid: terrain.Grid) -> np.ndarray:
+  """The home pose standing on the ground at the tile's centre (the start platform)."""
+  qpos = robot.init_qpos.copy()
+  qpos[2] += heights[grid.nodes // 2, grid.nodes // 2]
+  return qpos
+
+
+class HeightfieldRenderTest(absltest.TestCase):
+  """Frames of a heightfield run's render model: the simulated model's heightfield, its heights
+  written and uploaded per episode."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.config = _heightfield_config()
+    cls.grid = terrain.Grid.from_config(cls.config.terrain)
+    cls.robot = robots.load("go2", terrain.heightfield(cls.config.terrain))
+    cls.model = videos.render_model(cls.robot, 160, 120)
+    cls.renderer = mujoco.Renderer(cls.model, height=120, width=160)
+
+  @classmethod
+  def tearDownClass(cls):
+    cls.renderer.close()
+    super().tearDownClass()
+
+  def _frame(self, qpos: np.ndarray, heights: np.ndarray) -> np.ndarray:
+    return videos.render_episode(self.renderer, self.robot, qpos[None],
+                                 np.array([0.0, 0.0, -9.81]), 1, heights=heights)[0]
+
+  def test_the_render_model_has_the_simulated_heightfield(self):
+    # Catches a render model built on the plane, or with another heightfield shape (its
+    # heights could then not be written, or would be drawn stretched).
+    simulated = env_lib.LocomotionEnv(self.config).robot.mj_model
+    floor = self.robot.floor_geom_id
+    self.assertEqual(self.model.geom_type[floor], mujoco.mjtGeom.mjGEOM_HFIELD)
+    for name in ("hfield_nrow", "hfield_ncol", "hfield_size"):
+      np.testing.assert_array_equal(getattr(self.model, name), getattr(simulated, name), name)
+    self.assertEqual((self.model.nq, self.model.ngeom, self.model.nbody),
+                     (simulated.nq, simulated.ngeom, simulated.nbody))
+    self.assertEqual(self.model.hfield_nrow[0], self.grid.nodes)
+    self.assertGreaterEqual(self.model.geom_matid[floor], 0)  # the checkered material
+
+  def test_the_ground_shows_and_each_episodes_heights_are_uploaded(self):
+    # Catches heights left out of the render model, or written but not uploaded to the GL
+    # context (the first heights would be drawn for every episode).
+    flat = np.zeros((self.grid.nodes, self.grid.nodes), np.float32)
+    stairs = _ground(self.config, "stairs_down", 0.1)
+    qpos = _on_ground(self.robot, stairs, self.grid)
+    on_flat = self._frame(qpos, flat)
+    on_stairs = self._frame(qpos, stairs)
+    changed = np.abs(on_flat.astype(int) - on_stairs.astype(int)).sum(axis=-1) > 30
+    self.assertGreater(changed.mean(), 0.15, "the stairs barely show")
+    self.assertGreater(on_stairs.std(), 10.0)
+    # Back to the flat heights: the very same picture as the first time.
+    np.testing.assert_array_equal(self._frame(qpos, flat), on_flat)
+    np.testing.assert_array_equal(self.model.hfield_data, flat.reshape(-1))
+
+  def test_heights_of_another_shape_are_refused(self):
+    with self.assertRaisesRegex(ValueError, "heights of shape"):
+      videos.set_ground(self.renderer, self.robot, np.zeros((3, 3)))
+
+  def test_render_videos_draws_each_family_on_its_own_ground(self):
+    # Catches videos drawn on flat ground, or on another family's ground, on a heightfield run:
+    # the same pose on the flat and the stairs family shows different ground, and the stairs
+    # video shows the stairs family's own tile, regenerated from the manifest.
+    cfg = _heightfield_config(panel__strata=("flat", "stairs"))
+    manifest = families.make_manifest(cfg)
+    stairs_family = manifest.eval_families[1]
+    self.assertEqual(stairs_family.stratum, "stairs")
+    stairs = _ground(cfg, stairs_family.terrain_type, stairs_family.terrain_magnitude[0],
+                     stairs_family.terrain_seed)
+    steps, nq = 3, self.model.nq
+    qpos = np.repeat(_on_ground(self.robot, stairs, self.grid)[None, None], 2, 0).repeat(steps, 1)
+    traces = panel.EpisodeTraces(
+        env_index=np.array([0, 1], np.int32), family_index=np.array([0, 1], np.int32),
+        qpos=qpos.astype(np.float32).reshape(2, steps, nq), command=np.zeros((2, steps, 3),
+                                                                               np.float32),
+        length=np.array([steps, steps], np.int32),
+        reason=np.array([env_lib.ResetReason.TIMEOUT] * 2, np.int32),
+        episode_return=np.zeros(2, np.float32),
+        gravity=np.asarray(manifest.eval_params().gravity))
+    run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
+    run_folder.RunFolder.create(run_dir, cfg, manifest)
+    trace_files.save_eval_traces(run_dir, 2, traces, manifest)
+    flat_video, stairs_video = videos.render_videos(run_dir, 2, cfg)
+    on_flat, on_stairs = (pictures.read_video(v)[0][0] for v in (flat_video, stairs_video))
+    below_caption = slice(60, None)  # the captions differ; the ground is in the lower half
+    changed = np.abs(on_flat[below_caption].astype(int)
+                     - on_stairs[below_caption].astype(int)).sum(axis=-1) > 30
+    self.assertGreater(changed.mean(), 0.1)
+    expected = self._frame(qpos[1, 0].astype(np.float64), stairs)
+    self.assertLess(np.abs(on_stairs[below_caption].astype(int)
+                           - expected[below_caption].astype(int)).mean(), 8.0)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The six plots of a run, drawn from its ledger with matplotlib's Agg canvas (no display).
+"""The plots of a run, drawn from its ledger with matplotlib's Agg canvas (no display).
 
   plots/learning_curve.png    training return and held-out success, falls and tracking per
                               stratum, over env steps and over wall-clock
@@ -7,9 +7,12 @@
   plots/reset_reasons.png     the share of episode ends per reset reason
   plots/contact_events.png    the contact audit's event counts, air times and shares
   plots/fall_histograms.png   trunk height and tilt at each fall, against the env's thresholds
+  plots/curriculum.png        heightfield runs only: each terrain type's mean curriculum level
+                              over env steps, and the envs at each level after the last update
 
 `make_plots` writes them all; each `plot_*` returns a `Plot`, which is skipped (no file, and a note
-saying why) when the ledger holds nothing to draw.
+saying why) when the ledger holds nothing to draw. The curriculum plot is made only for a ledger
+with terrain records (`terrain/levels`), so a run on the plane has the six others.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class Plot:
   title: str
   path: pathlib.Path | None
   note: str | None = None
+  caption: str | None = None
+  """One sentence on what the figure shows, printed under it in the report; None for none."""
 
 
 def _values(records: Sequence[dict[str, Any]], key: str) -> np.ndarray:
@@ -262,6 +267,84 @@ def plot_latest_eval(records: Sequence[dict[str, Any]], path: pathlib.Path) -> P
   return Plot("latest_eval", title, _save(figure, path))
 
 
+TERRAIN_LEVELS = "terrain/levels"
+"""The update records' curriculum counts: {"<type>": [envs at each level]} after the update."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CurriculumSeries:
+  """The curriculum of a heightfield run, read from its update records' `terrain/levels`."""
+
+  env_steps: np.ndarray
+  """float [U]: env steps of each update record that has curriculum counts."""
+  mean_level: dict[str, np.ndarray]
+  """Per terrain type, float [U]: the mean level of its envs after each update (sum of level
+  times count over the count); NaN where the record has no envs of that type."""
+  final_counts: dict[str, np.ndarray]
+  """Per terrain type, int [levels]: how many envs stand at each level after the last update."""
+
+
+def curriculum_series(records: Sequence[dict[str, Any]]) -> CurriculumSeries | None:
+  """The mean level per terrain type over env steps and the last level counts, from the update
+  records with `terrain/levels`; None when there are none (a run on the plane). Types appear in
+  `config.TERRAIN_TYPES` order."""
+  updates = [r for r in ledger.of_kind(records, "update")
+             if isinstance(r.get(TERRAIN_LEVELS), dict)]
+  if not updates:
+    return None
+  seen = {t for r in updates for t in r[TERRAIN_LEVELS]}
+  types = [t for t in config_lib.TERRAIN_TYPES if t in seen] + sorted(
+      seen - set(config_lib.TERRAIN_TYPES))
+  mean_level = {}
+  for kind in types:
+    means = []
+    for record in updates:
+      counts = np.asarray(record[TERRAIN_LEVELS].get(kind, []), float)
+      total = counts.sum()
+      means.append(float(np.arange(len(counts)) @ counts / total) if total > 0 else np.nan)
+    mean_level[kind] = np.array(means)
+  last = updates[-1][TERRAIN_LEVELS]
+  return CurriculumSeries(
+      env_steps=_values(updates, "env_steps"), mean_level=mean_level,
+      final_counts={t: np.asarray(last[t], int) for t in types if t in last})
+
+
+def plot_curriculum(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
+  """Each terrain type's mean curriculum level over env steps (left) and the number of envs at
+  each level after the last update, per type (right)."""
+  title = "Terrain curriculum"
+  caption = ("Left, the mean curriculum level of the training envs on each terrain type after "
+             "each update; right, how many of them stand at each level after the last one (an "
+             "env goes up a level after an episode that walks its command to the time limit, "
+             "and down after a termination or a short walk).")
+  series = curriculum_series(records)
+  if series is None:
+    return Plot("curriculum", title, None, "no terrain/levels in the ledger (not a heightfield "
+                "run)")
+  num_levels = max(len(c) for c in series.final_counts.values()) if series.final_counts else 1
+  figure = Figure(figsize=(12, 4.5), layout="constrained")
+  left, right = figure.subplots(1, 2)
+  for i, (kind, means) in enumerate(series.mean_level.items()):
+    _line(left, series.env_steps, means, color=f"C{i % 10}", lw=1.5, marker="o", ms=3,
+          label=kind)
+  left.set_ylim(-0.2, num_levels - 0.8)
+  left.set_xlabel("env steps")
+  left.set_ylabel("mean level")
+  left.grid(alpha=0.3)
+  left.legend(fontsize="small")
+  width = 0.8 / max(len(series.final_counts), 1)
+  colors = {kind: f"C{i % 10}" for i, kind in enumerate(series.mean_level)}
+  for i, (kind, counts) in enumerate(series.final_counts.items()):
+    right.bar(np.arange(len(counts)) - 0.4 + (i + 0.5) * width, counts, width=width,
+              color=colors[kind], label=kind)
+  right.set_xticks(np.arange(num_levels))
+  right.set_xlabel("level")
+  right.set_ylabel("envs (after the last update)")
+  right.grid(alpha=0.3, axis="y")
+  right.legend(fontsize="small")
+  return Plot("curriculum", title, _save(figure, path), caption=caption)
+
+
 def make_plots(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
                config: config_lib.TrainConfig | None = None) -> list[Plot]:
   """Writes every plot of the report into `<run_dir>/plots/`.
@@ -272,10 +355,13 @@ def make_plots(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
     config: its configuration (thresholds drawn on the audit plots); None to draw none.
 
   Returns:
-    One `Plot` per figure, in report order; a skipped one has `path` None and says why.
+    One `Plot` per figure, in report order; a skipped one has `path` None and says why. The
+    curriculum plot comes last, and only for a ledger with terrain records.
   """
   folder = run_folder.RunFolder(pathlib.Path(run_dir)).plots_dir
   min_count = None if config is None else config.audit.min_event_count
+  terrain = [plot_curriculum(records, folder / "curriculum.png")] if curriculum_series(
+      records) is not None else []
   return [
       plot_learning_curve(records, folder / "learning_curve.png"),
       plot_latest_eval(records, folder / "latest_eval.png"),
@@ -283,4 +369,4 @@ def make_plots(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
       plot_reset_reasons(records, folder / "reset_reasons.png"),
       plot_contact_events(records, folder / "contact_events.png", min_count),
       plot_fall_histograms(records, folder / "fall_histograms.png", config),
-  ]
+  ] + terrain

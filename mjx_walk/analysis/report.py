@@ -133,6 +133,8 @@ def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
     lines.append("")
     if plot.path is not None:
       lines.append(f"![{plot.title}]({plot.path.relative_to(run_dir).as_posix()})")
+      if plot.caption:
+        lines += ["", plot.caption]
     if plot.note:
       lines.append(f"_{plot.note}_")
     lines.append("")

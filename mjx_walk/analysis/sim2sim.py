@@ -12,6 +12,16 @@ The same as the MJX panel (`mjx_walk.analysis.panel`), by construction:
     rules (`LocomotionEnv.end_reason`), the tracking errors (`env.tracking_errors`) and the
     per-stratum summary (`panel.summarize`).
 
+On a heightfield run (`terrain.ground="heightfield"`), also the ground: each world's model has the
+env's heightfield (`robots.scene_spec`, the same shape) holding its family's heights, regenerated
+from the manifest (`terrain.held_out_heights`); a trunk that leaves the tile is moved back by
+whole tiles at the start of each control step, as `LocomotionEnv._wrap` does (`terrain.wrap`);
+and the trunk's height and the trunk's and thighs' contact are measured against the surface
+with the env's probes and `terrain.surface` / `terrain.clearance`, as the env measures them (the
+trunk and thighs do not collide with a heightfield in either simulator). Positions are carried
+into MJX's frame (the floor's) for this, so a slope stratum's inclined heightfield is measured
+the same way.
+
 Different, on purpose (`CMuJoCoPanel.simulator` records it):
   * precision: float64 against MJX's float32;
   * the constraint solver (`SOLVERS`): by default Newton to a tolerance of 1e-10 (up to 100
@@ -47,6 +57,8 @@ from mjx_walk.run import policy as policy_lib
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 from mjx_walk.sim import observations
+from mjx_walk.sim import robots
+from mjx_walk.sim import terrain as terrain_lib
 
 SOLVERS = {
     "converged": {"iterations": 100, "ls_iterations": 50, "tolerance": 1e-10},
@@ -97,6 +109,9 @@ class _World:
   data: mujoco.MjData
   rotation: np.ndarray
   """[3, 3]: from MJX's frame (level floor) to this world (gravity straight down)."""
+  heights: np.ndarray | None = None
+  """float32 [nodes, nodes]: on a heightfield, the family's ground (also in the model's
+  `hfield_data`); None on the plane."""
 
 
 class CMuJoCoPanel:
@@ -127,6 +142,12 @@ class CMuJoCoPanel:
     self._qvel_adr = np.asarray(robot.qvel_joint_adr)
     self._body_geoms = np.asarray(robot.body_contact_geom_ids)
     self._family_fields = self._drawn_fields()  # {field: [E, ...]}
+    self.grid = self.env.grid
+    """The heightfield's shape (`terrain.Grid`), or None on the plane."""
+    self._grounds = None  # float32 [E, nodes, nodes]: each evaluation family's heights
+    if self.grid is not None:
+      self._grounds = terrain_lib.held_out_heights(config.terrain,
+                                                   manifest.eval_params().terrain)
     self._nominal = self._configure(copy.copy(robot.mj_model))
     self._step_fns = self._compile()
 
@@ -142,9 +163,10 @@ class CMuJoCoPanel:
     """The nominal model with its floor turned by `rotation` [3, 3].
 
     MuJoCo places the world body's geoms when it compiles a model (writing `geom_quat` later
-    does not move them), so the floor is turned in the MJCF spec and the model compiled again.
+    does not move them), so the floor is turned in the MJCF spec and the model compiled again
+    (with the env's heightfield, if it has one).
     """
-    spec = mujoco.MjSpec.from_file(str(self.env.robot.xml_path))
+    spec = robots.scene_spec(self.env.robot)
     spec.geom(self.env.robot.spec.floor_geom).quat = _quat(rotation)
     return self._configure(spec.compile())
 
@@ -152,6 +174,8 @@ class CMuJoCoPanel:
   def simulator(self) -> dict[str, Any]:
     """How C MuJoCo runs here, read back from the model it steps."""
     opt = self._nominal.opt
+    ground = {} if self.grid is None else {
+        "ground": "heightfield per family, the trunk wrapped onto the tile as in MJX"}
     return {
         "engine": f"C MuJoCo {mujoco.__version__}",
         "precision": "float64",
@@ -164,6 +188,7 @@ class CMuJoCoPanel:
         "cone": mujoco.mjtCone(opt.cone).name.removeprefix("mjCONE_"),
         "physics_timestep": float(opt.timestep),
         "slope": "inclined floor, vertical gravity",
+        **ground,
     }
 
   def _drawn_fields(self) -> dict[str, np.ndarray]:
@@ -179,7 +204,8 @@ class CMuJoCoPanel:
 
   def worlds(self) -> tuple[list[_World], env_lib.EnvState]:
     """Every panel env's C model and first state: env j in family j % E, starting where the MJX
-    panel's env j starts (its own `reset`), turned into the inclined floor's world.
+    panel's env j starts (its own `reset`), turned into the inclined floor's world. On a
+    heightfield the model holds the family's ground.
 
     Returns:
       (the worlds, N of them; the MJX panel's first states, leaves [N, ...] NumPy).
@@ -198,6 +224,10 @@ class CMuJoCoPanel:
       model = copy.copy(models[family])
       for name, values in self._family_fields.items():
         getattr(model, name)[:] = values[family]
+      heights = None
+      if self._grounds is not None:
+        heights = self._grounds[family]
+        model.hfield_data[:] = heights.reshape(-1)  # the one heightfield: the floor's
       data = mujoco.MjData(model)
       qpos = np.asarray(start.data.qpos[j], np.float64)
       qvel = np.asarray(start.data.qvel[j], np.float64)
@@ -207,7 +237,7 @@ class CMuJoCoPanel:
       data.qvel[:] = qvel
       data.qvel[0:3] = rotation @ qvel[0:3]  # the free joint's angular velocity is in its frame
       data.ctrl[:] = np.asarray(start.data.ctrl[j], np.float64)
-      worlds.append(_World(model=model, data=data, rotation=rotation))
+      worlds.append(_World(model=model, data=data, rotation=rotation, heights=heights))
     return worlds, start
 
   def _compile(self) -> dict[str, Callable[..., Any]]:
@@ -234,8 +264,21 @@ class CMuJoCoPanel:
       errors = jnp.where(finite, env_lib.tracking_errors(lin_vel, ang_vel, command), 0.0)
       return reason, errors
 
-    return {"reset": jax.jit(jax.vmap(env.reset)), "observe": jax.jit(jax.vmap(observe)), "actuate": jax.jit(jax.vmap(actuate)),
-            "judge": jax.jit(jax.vmap(judge)), "clock": jax.jit(env.next_gait_phase)}
+    fns = {"reset": jax.jit(jax.vmap(env.reset)), "observe": jax.jit(jax.vmap(observe)),
+           "actuate": jax.jit(jax.vmap(actuate)), "judge": jax.jit(jax.vmap(judge)),
+           "clock": jax.jit(env.next_gait_phase)}
+    if self.grid is not None:
+      grid = self.grid
+
+      def trunk_height(heights, position):  # as env._trunk_height, position [3] in MJX's frame
+        return position[2] - terrain_lib.surface(heights, grid, position[0:2])[0]
+
+      def touches(heights, points):  # as env._body_touches_floor, the probes [P, 3]
+        return (terrain_lib.clearance(heights, grid, points, env._probe_radius) < 0.0).any()  # pylint: disable=protected-access
+
+      fns.update(trunk_height=jax.jit(jax.vmap(trunk_height)), touches=jax.jit(touches),
+                 wrap=jax.jit(jax.vmap(lambda xy: terrain_lib.wrap(grid, xy))))
+    return fns
 
   def readings(self, worlds: list[_World]) -> observations.Readings:
     """What every robot measures now, in its own world frame. Leaves [N, ...] float32."""
@@ -246,8 +289,33 @@ class CMuJoCoPanel:
         quat=qpos[:, 3:7], lin_vel=qvel[:, 0:3], ang_vel=qvel[:, 3:6], down=down,
         joint_pos=qpos[:, self._qpos_adr], joint_vel=qvel[:, self._qvel_adr]))
 
+  def _floor_frame(self, world: _World, points: np.ndarray) -> np.ndarray:
+    """World points [..., 3] in MJX's frame, where the floor (or heightfield) is level."""
+    return points @ world.rotation  # rotation.T @ p for each p
+
+  def wrap(self, worlds: list[_World]) -> None:
+    """On a heightfield, moves each trunk that has left the tile back by whole tiles, as the MJX
+    env does at the start of every step (`LocomotionEnv._wrap`): by `terrain.wrap` of its
+    position in MJX's frame, along the floor (turned into the world for an inclined one)."""
+    if self.grid is None or not worlds:
+      return
+    xy = np.stack([self._floor_frame(w, w.data.qpos[0:3])[0:2] for w in worlds])
+    shifts = np.asarray(self._step_fns["wrap"](xy.astype(np.float32)), np.float64)  # [N, 2]
+    for world, shift in zip(worlds, shifts):
+      if shift.any():
+        world.data.qpos[0:3] -= world.rotation @ np.array([shift[0], shift[1], 0.0])
+
   def body_contact(self, world: _World) -> bool:
-    """The trunk or a thigh penetrates the floor, from the last physics step's contacts."""
+    """The trunk or a thigh touches the floor: on the plane, a penetrating contact in the last
+    physics step; on a heightfield, one of the env's probe points within its radius of the
+    surface (`LocomotionEnv._body_touches_floor`), from the last physics step's positions."""
+    if self.grid is not None:
+      env = self.env
+      geoms = np.asarray(env._probe_geoms)  # pylint: disable=protected-access
+      local = np.asarray(env._probe_points, np.float64)  # pylint: disable=protected-access
+      xpos, xmat = world.data.geom_xpos[geoms], world.data.geom_xmat[geoms].reshape(-1, 3, 3)
+      points = self._floor_frame(world, xpos + np.einsum("pij,pj->pi", xmat, local))
+      return bool(self._step_fns["touches"](world.heights, points.astype(np.float32)))
     data = world.data
     contacts = data.contact
     pairs, dist = contacts.geom[:data.ncon], contacts.dist[:data.ncon]
@@ -255,6 +323,15 @@ class CMuJoCoPanel:
     mine = ((pairs[:, 0] == floor) & np.isin(pairs[:, 1], self._body_geoms)) | (
         (pairs[:, 1] == floor) & np.isin(pairs[:, 0], self._body_geoms))
     return bool((mine & (dist < 0.0)).any())
+
+  def trunk_heights(self, worlds: list[_World]) -> np.ndarray:
+    """float32 [N]: each trunk's height above its floor: along the inclined floor's normal on
+    the plane; on a heightfield, above the surface under it (`LocomotionEnv._trunk_height`)."""
+    if self.grid is None:
+      return np.array([w.rotation[:, 2] @ w.data.qpos[0:3] for w in worlds], np.float32)
+    positions = np.stack([self._floor_frame(w, w.data.qpos[0:3]) for w in worlds])
+    return np.asarray(self._step_fns["trunk_height"](np.stack([w.heights for w in worlds]),
+                                                     positions.astype(np.float32)))
 
   def observe(self, worlds: list[_World], step: np.ndarray, last_action: np.ndarray,
               gait_phase: np.ndarray) -> tuple[jax.Array, jax.Array]:
@@ -267,7 +344,8 @@ class CMuJoCoPanel:
             step: np.ndarray, command: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Why each world's episode ends after its step, and the step's tracking errors.
 
-    Heights and tilts are measured from each world's inclined floor, through the origin.
+    Heights and tilts are measured from each world's inclined floor, through the origin; on a
+    heightfield, heights from the surface under the trunk.
 
     Args:
       worlds: the panel's worlds after their physics steps, N of them.
@@ -279,7 +357,7 @@ class CMuJoCoPanel:
     Returns:
       (int32 [N] `ResetReason`s, float32 [N, 2] xy-velocity and yaw-rate errors).
     """
-    height = np.array([w.rotation[:, 2] @ w.data.qpos[0:3] for w in worlds], np.float32)
+    height = self.trunk_heights(worlds)
     normal = np.stack([w.rotation[:, 2] for w in worlds]).astype(np.float32)  # world frame
     return jax.device_get(self._step_fns["judge"](
         self.readings(worlds), height, normal, body_contact, finite, step, command))
@@ -307,6 +385,7 @@ class CMuJoCoPanel:
           self._step_fns["actuate"](self.family_params, history, action, step))
       finite = np.ones(num_envs, bool)
       body_contact = np.zeros(num_envs, bool)
+      self.wrap([worlds[j] for j in np.flatnonzero(stats.alive)])
       for j in np.flatnonzero(stats.alive):
         world = worlds[j]
         world.data.ctrl[:] = targets[j]

@@ -7,6 +7,12 @@
   videos/<update>/captions.json   beside them: each episode's family, command schedule, how it
                                   ended and its length (`format_caption` words one for the report).
 
+On a heightfield run (`terrain.ground="heightfield"`) each episode is drawn on its own ground: the
+render model has the simulated model's heightfield, and the family's heights, regenerated from
+the manifest (`terrain.held_out_heights`), are written into it and uploaded to the GL context
+before its frames. The traced trunk stays on the tile (the env moves it back by whole tiles), and
+the ground repeats with the tile, so the picture is seamless across such a move.
+
 Rendering needs an OpenGL context. MuJoCo picks its backend (`MUJOCO_GL`) when it is first
 imported; the package (`mjx_walk/__init__.py`) defaults it to `egl` on a Linux machine without a
 display. A process that imported mujoco before mjx_walk must set `MUJOCO_GL` itself (`osmesa` is
@@ -33,6 +39,7 @@ from mjx_walk.analysis import traces as trace_files
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import robots
+from mjx_walk.sim import terrain as terrain_lib
 
 CAPTIONS_FILENAME = "captions.json"
 
@@ -67,8 +74,10 @@ def check_gl() -> None:
 
 def render_model(robot: robots.Robot, width: int, height: int) -> mujoco.MjModel:
   """The robot's scene for rendering: a checkered floor (so that motion shows under a following
-  camera) and an offscreen buffer of at least width x height. Ids are the simulated model's."""
-  spec = mujoco.MjSpec.from_file(str(robot.xml_path))
+  camera) and an offscreen buffer of at least width x height. Ids are the simulated model's; a
+  robot loaded with a heightfield floor keeps it, of the same shape (`robots.scene_spec`), its
+  heights written per episode by `render_episode`."""
+  spec = robots.scene_spec(robot)
   spec.add_texture(name="report_checker", type=mujoco.mjtTexture.mjTEXTURE_2D,
                    builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=512, height=512,
                    rgb1=[0.30, 0.34, 0.40], rgb2=[0.45, 0.50, 0.56])
@@ -101,9 +110,30 @@ def _level_quat(gravity: np.ndarray) -> np.ndarray:
   return level
 
 
+def set_ground(renderer: mujoco.Renderer, robot: robots.Robot, heights: np.ndarray) -> None:
+  """Writes a heightfield's heights (float [nodes, nodes], m, rows along y) into the render
+  model and uploads them to the renderer's GL context, which otherwise keeps drawing the heights
+  the model had when the renderer was made."""
+  model = renderer.model
+  hfield = int(model.geom_dataid[robot.floor_geom_id])
+  if model.geom_type[robot.floor_geom_id] != mujoco.mjtGeom.mjGEOM_HFIELD or hfield < 0:
+    raise ValueError("the render model's floor is not a heightfield")
+  nodes = (int(model.hfield_nrow[hfield]), int(model.hfield_ncol[hfield]))
+  if np.shape(heights) != nodes:
+    raise ValueError(f"heights of shape {np.shape(heights)} for a heightfield of {nodes}")
+  start = int(model.hfield_adr[hfield])
+  model.hfield_data[start:start + nodes[0] * nodes[1]] = np.asarray(heights).reshape(-1)
+  # mujoco.Renderer (3.17) has no public upload: its GL context must be current for the call.
+  context = getattr(renderer, "_gl_context", None)
+  if context is not None:
+    context.make_current()
+  mujoco.mjr_uploadHField(model, renderer._mjr_context, hfield)  # pylint: disable=protected-access
+
+
 def render_episode(renderer: mujoco.Renderer, robot: robots.Robot, qpos: np.ndarray,
                    gravity: np.ndarray, every: int,
-                   overlay: Sequence[str] | None = None) -> np.ndarray:
+                   overlay: Sequence[str] | None = None,
+                   heights: np.ndarray | None = None) -> np.ndarray:
   """Renders every `every`-th state of an episode from a camera that follows the trunk.
 
   Args:
@@ -113,12 +143,16 @@ def render_episode(renderer: mujoco.Renderer, robot: robots.Robot, qpos: np.ndar
     gravity: float [3], the family's gravity; a tilted one is drawn as an inclined floor.
     every: render states 0, every, 2 * every, ...
     overlay: one caption per rendered frame, burnt into its top-left corner; None for none.
+    heights: on a heightfield, the episode's ground (float [nodes, nodes], m; `set_ground`);
+      None keeps the heights the render model has (on the plane, there are none).
 
   Returns:
     uint8 [ceil(L / every), H, W, 3] (with segmentation rendering enabled on the renderer:
     int32 [ceil(L / every), H, W, 2] object ids and types, and no overlay).
   """
   model = renderer.model
+  if heights is not None:
+    set_ground(renderer, robot, heights)
   data = mujoco.MjData(model)
   level = _level_quat(gravity)
   rotation = np.zeros(9)
@@ -224,6 +258,8 @@ def render_videos(run_dir: pathlib.Path | str, update: int,
   Every `control_hz / video_fps`-th state of each traced episode becomes a frame, from a camera
   that follows the trunk; the time, command and end reason are burnt into each frame, and
   `captions.json` beside the videos holds each one's command schedule, end reason and length.
+  On a heightfield each episode is drawn on its family's ground, regenerated from the run's
+  manifest.
 
   Args:
     run_dir: the run folder.
@@ -243,9 +279,13 @@ def render_videos(run_dir: pathlib.Path | str, update: int,
   report = config.report
   control_hz = config.env.control_hz
   every = max(1, round(control_hz / report.video_fps))
-  robot = robots.load(config.env.robot)
+  robot = robots.load(config.env.robot, terrain_lib.heightfield(config.terrain))
   out = folder.videos_dir(update)
   traces = saved.traces
+  grounds = None  # [S, nodes, nodes] on a heightfield
+  if robot.heightfield is not None:
+    draws = folder.read_manifest().eval_params().terrain
+    grounds = terrain_lib.held_out_heights(config.terrain, draws)[np.asarray(traces.family_index)]
   paths, captions = [], {}
   renderer = mujoco.Renderer(render_model(robot, report.video_width, report.video_height),
                              height=report.video_height, width=report.video_width)
@@ -259,7 +299,7 @@ def render_videos(run_dir: pathlib.Path | str, update: int,
           f"ends: {reason} at {length / control_hz:.2f} s"
           for t in range(0, length, every)]
       frames = render_episode(renderer, robot, traces.qpos[s, :length], traces.gravity[s],
-                              every, overlay)
+                              every, overlay, None if grounds is None else grounds[s])
       path = write_video(out / f"{stratum}.mp4", frames, report.video_fps)
       paths.append(path)
       captions[stratum] = {

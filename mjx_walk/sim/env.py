@@ -208,12 +208,9 @@ class LocomotionEnv:
     self.terrain_config = config.terrain
     self.grid = None
     """The heightfield's shape (`terrain.Grid`), or None on the plane."""
-    heightfield = None
     if config.terrain.heightfield:
       self.grid = terrain_lib.Grid.from_config(config.terrain)
-      heightfield = robots.Heightfield(nodes=self.grid.nodes, half_size=self.grid.half_size,
-                                       base=terrain_lib.deepest(config.terrain) + 0.2)
-    self.robot = robots.load(config.env.robot, heightfield)
+    self.robot = robots.load(config.env.robot, terrain_lib.heightfield(config.terrain))
     mj_model = self.robot.mj_model
     if config.env.physics_timestep:
       mj_model.opt.timestep = config.env.physics_timestep  # this env's own compiled copy

@@ -112,6 +112,8 @@ class Robot:
   body_contact_geom_ids: np.ndarray
   """int [K]: ids of `spec.body_contact_geoms`."""
   floor_geom_id: int
+  heightfield: Heightfield | None = None
+  """The shape of the heightfield floor the scene's plane was replaced with; None on the plane."""
 
   @property
   def num_actions(self) -> int:
@@ -158,7 +160,7 @@ class Heightfield:
   """Depth of its solid base below z = 0, m; every height must stay above -base."""
 
 
-def _with_heightfield(path: pathlib.Path, spec: RobotSpec, ground: Heightfield) -> mujoco.MjModel:
+def _heightfield_scene(path: pathlib.Path, spec: RobotSpec, ground: Heightfield) -> mujoco.MjSpec:
   """The scene with its floor plane turned into a flat heightfield of `ground`'s shape.
 
   Heights are in metres (vertical scale 1); the env writes each env's heights into the model.
@@ -183,10 +185,25 @@ def _with_heightfield(path: pathlib.Path, spec: RobotSpec, ground: Heightfield) 
     if geom is None:
       raise RobotError(f"geom {name!r} not found in {path}")
     geom.contype, geom.conaffinity = 0, 0
+  return scene
+
+
+def _with_heightfield(path: pathlib.Path, spec: RobotSpec, ground: Heightfield) -> mujoco.MjModel:
+  """`_heightfield_scene`, compiled."""
+  scene = _heightfield_scene(path, spec, ground)
   try:
     return scene.compile()
   except ValueError as e:
     raise RobotError(f"the scene {path} does not compile with a heightfield floor: {e}") from e
+
+
+def scene_spec(robot: Robot) -> mujoco.MjSpec:
+  """The robot's scene as an editable `mujoco.MjSpec`, with the heightfield floor it was loaded
+  with, if any: compiled unchanged, it is `robot.mj_model` (same ids, same heightfield shape, its
+  heights all zero). The render model and C MuJoCo's inclined floor start from it."""
+  if robot.heightfield is None:
+    return mujoco.MjSpec.from_file(str(robot.xml_path))
+  return _heightfield_scene(robot.xml_path, robot.spec, robot.heightfield)
 
 
 def load(name: str, heightfield: Heightfield | None = None) -> Robot:
@@ -272,6 +289,7 @@ def load(name: str, heightfield: Heightfield | None = None) -> Robot:
       foot_geom_ids=_frozen(foot_geom_ids),
       body_contact_geom_ids=_frozen(body_contact_geom_ids),
       floor_geom_id=floor_geom_id,
+      heightfield=heightfield,
   )
 
 

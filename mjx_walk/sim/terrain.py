@@ -59,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk.sim import robots
 
 TYPES = config_lib.TERRAIN_TYPES
 FLAT, ROUGH, SLOPE, STAIRS_UP, STAIRS_DOWN, OBSTACLES = range(len(TYPES))
@@ -260,6 +261,15 @@ def heights(cfg: config_lib.TerrainConfig, draw: TerrainDraw, level: jax.Array) 
   return scale(draw.type, magnitude(draw, level, cfg.num_levels)) * draw.shape
 
 
+def held_out_heights(cfg: config_lib.TerrainConfig, draws: TerrainDraw) -> np.ndarray:
+  """float32 [E, nodes, nodes]: the grounds of held-out families (`draws` batched along [E], e.g.
+  `Manifest.eval_params().terrain`), regenerated from their type, seed and magnitude. A held-out
+  magnitude has equal ends, so the level is immaterial: every level gives these heights."""
+  grid = Grid.from_config(cfg)
+  at_level_0 = lambda draw: heights(grid, cfg, draw, jnp.zeros((), jnp.int32))
+  return np.asarray(jax.jit(jax.vmap(at_level_0))(draws))
+
+
 def deepest(cfg: config_lib.TerrainConfig) -> float:
   """The largest depth below 0 any tile of `cfg` reaches, m (sizes the heightfield's base)."""
   grid = Grid.from_config(cfg)
@@ -268,6 +278,16 @@ def deepest(cfg: config_lib.TerrainConfig) -> float:
   stairs = most * max(cfg.stair_height[1], cfg.panel_stair_height)
   slope = math.tan(math.radians(cfg.slope_degrees[1])) * half_run
   return max(stairs, slope)
+
+
+def heightfield(cfg: config_lib.TerrainConfig) -> robots.Heightfield | None:
+  """The shape of the heightfield floor a run's robot is loaded with (`robots.load`), or None on
+  the plane: the grid's samples and extent, and a solid base 0.2 m below the deepest tile. The
+  env, the render model and C MuJoCo's second simulator all build their floor from it."""
+  if not cfg.heightfield:
+    return None
+  grid = Grid.from_config(cfg)
+  return robots.Heightfield(nodes=grid.nodes, half_size=grid.half_size, base=deepest(cfg) + 0.2)
 
 
 # THE SURFACE
