@@ -30,8 +30,10 @@ def pytest_configure(config):
 # 2026-12-01: test_sharding (its subprocesses) about 400 s, test_env 190 s, test_checkpoint 180 s, test_trainer 170 s, test_notebooks 121 s,
 # test_sim2sim 135 s, test_train 113 s, test_evaluate 98 s, test_export 55 s, test_families
 # 52 s; test_gpu_check, alone with `-n 0`, 212 s, nearly all of it one subprocess compiling);
+# test_terrain, about 260 s on a shared 2-core machine (2026-12-02), most of it its resume;
 # the rest follow alphabetically.
-_LONGEST_FIRST = ("test_sharding.py", "test_gpu_check.py", "test_env.py", "test_checkpoint.py",
+_LONGEST_FIRST = ("test_sharding.py", "test_terrain.py", "test_gpu_check.py", "test_env.py",
+                  "test_checkpoint.py",
                   "test_trainer.py", "test_notebooks.py", "test_sim2sim.py", "test_train.py",
                   "test_evaluate.py", "test_export.py", "test_families.py")
 

@@ -66,6 +66,12 @@ EXPORT_PARITY = ("tests/test_export.py::ExportCommandTest::test_the_model_matche
                  "policy_at_batch_sizes_1_2_and_7",)
 EXPORT_CLIP = ("tests/test_export.py::ActionClipTest",)
 SCALING = ("tests/test_scaling.py",)
+TERRAIN_TILES = ("tests/test_terrain.py::TileTest",)
+TERRAIN_SURFACE = ("tests/test_terrain.py::SurfaceTest",)
+TERRAIN_CURRICULUM = ("tests/test_terrain.py::CurriculumTest",)
+TERRAIN_WRAP = ("tests/test_terrain.py::EnvTerrainTest::test_a_robot_one_tile_away_steps_as_on_"
+                "the_tile",)
+TERRAIN_FAMILIES = ("tests/test_terrain.py::FamiliesTest",)
 PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
                "signals_restores_and_resumes_bit_for_bit",)
 
@@ -239,6 +245,24 @@ MUTANTS = (
            "  scaled.families.num_train_families = num_envs // envs_per_family\n", "", SCALING),
     Mutant("scale_flag_ignored", "mjx_walk/train.py",
            "    config = apply_scale_flag(config)\n", "", SCALING),
+    # Terrain: the surface split along the other diagonal, a promotion without the time limit,
+    # a wrap that leaves the feet's last positions behind, a top level one short of the range's
+    # end, and held-out families spawned off the platform.
+    Mutant("surface_diagonal_flipped", "mjx_walk/sim/terrain.py",
+           "  upper = v >= u  # the triangle (0,0), (1,1), (0,1)\n",
+           "  upper = u + v <= 1.0\n", TERRAIN_SURFACE),
+    Mutant("promotion_without_timeout", "mjx_walk/sim/terrain.py",
+           "  up = timed_out & judged & (progress >= cfg.promote_fraction * commanded)\n",
+           "  up = judged & (progress >= cfg.promote_fraction * commanded)\n", TERRAIN_CURRICULUM),
+    Mutant("wrap_leaves_feet_behind", "mjx_walk/sim/env.py",
+           "        task=state.task.replace(foot_xy=state.task.foot_xy - shift),\n",
+           "        task=state.task,\n", TERRAIN_WRAP),
+    Mutant("top_level_short_of_the_range", "mjx_walk/sim/terrain.py",
+           "  return level.astype(jnp.float32) / (num_levels - 1)\n",
+           "  return level.astype(jnp.float32) / num_levels\n", TERRAIN_TILES),
+    Mutant("held_out_spawn_off_the_platform", "mjx_walk/sim/families.py",
+           "    spawn[\"spawn_offset\"] = tuple(scale * x for x in spawn[\"spawn_offset\"])\n",
+           "", TERRAIN_FAMILIES),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

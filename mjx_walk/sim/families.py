@@ -274,7 +274,8 @@ def draw_eval_family(seed: int, panel: config_lib.PanelConfig, stratum: str,
                      terrain: config_lib.TerrainConfig | None = None) -> Family:
   """Everything a held-out family's seed fixes: nominal conditions plus its stratum's one.
 
-  A function of the seed, `panel` and, on a heightfield, `terrain`'s panel magnitudes alone, so
+  A function of the seed, `panel` and, on a heightfield, `terrain`'s panel magnitudes and
+  platform alone (the spawn offset is scaled so that the feet start on the platform), so
   training ranges never move the panel. Every family draws the same numbers in the same order
   whatever its stratum.
   """
@@ -282,6 +283,11 @@ def draw_eval_family(seed: int, panel: config_lib.PanelConfig, stratum: str,
     raise ValueError(f"stratum {stratum!r} is unknown; known strata are {config_lib.ALL_STRATA}")
   rng = np.random.default_rng(seed)
   spawn = _spawn(rng, config_lib.FamilyConfig())
+  if terrain and terrain.heightfield:
+    # Episodes start on the tile's flat platform: the offset is scaled to keep the feet on it.
+    reach = terrain.platform_size / 2 - terrain_lib.FOOT_REACH
+    scale = min(1.0, reach / config_lib.FamilyConfig().spawn_offset)
+    spawn["spawn_offset"] = tuple(scale * x for x in spawn["spawn_offset"])
   command_times, commands = _command_schedule(rng, panel, panel.episode_seconds)
   held_out = dict(
       slope_direction=float(rng.uniform(-math.pi, math.pi)),
