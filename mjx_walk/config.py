@@ -259,7 +259,7 @@ class TerrainConfig:
   panel_rough_height: float = 0.05
   """Held-out `rough` stratum: bump height, m."""
   panel_stair_height: float = 0.10
-  """Held-out `stairs` stratum: riser height, m (half the families go up, half down)."""
+  """Held-out `stairs` stratum: riser height, m (its families alternate up and down)."""
   panel_obstacle_height: float = 0.08
   """Held-out `obstacles` stratum: the tallest block, m."""
 

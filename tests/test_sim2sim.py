@@ -226,14 +226,12 @@ class HeightfieldWorldsTest(absltest.TestCase):
     cls.worlds, cls.start = cls.world.worlds()
     cls.grid = terrain.Grid.from_config(cls.config.terrain)
     env = cls.world.env
+    cls.start_heights = np.asarray(jax.vmap(env.heights)(cls.start))
 
     def mjx_judgement(data, heights, qpos):
-      ground = terrain.TerrainState(level=jnp.zeros((), jnp.int32), heights=heights,
-                                    offset=jnp.zeros(2), commanded=jnp.zeros(()),
-                                    progress=jnp.zeros(()))
       data = mjx.kinematics(env.model, data.replace(qpos=qpos))
-      return (env._trunk_height(data, ground),
-              env._body_touches_floor(data, jnp.ones((), bool), ground))
+      return (env._trunk_height(data, heights),
+              env._body_touches_floor(data, jnp.ones((), bool), heights))
 
     cls.mjx_judgement = staticmethod(jax.jit(mjx_judgement))
 
@@ -248,17 +246,19 @@ class HeightfieldWorldsTest(absltest.TestCase):
     # inclined floor lost the heightfield.
     floor = self.world.env.robot.floor_geom_id
     for j, (family, world) in enumerate(zip(self.manifest.eval_families, self.worlds)):
+      kind = config_lib.TERRAIN_TYPES.index(family.terrain_type)
       draw = terrain.TerrainDraw(
-          type=jnp.int32(config_lib.TERRAIN_TYPES.index(family.terrain_type)),
-          seed=jnp.uint32(family.terrain_seed),
-          magnitude=jnp.asarray(family.terrain_magnitude, jnp.float32))
-      expected = np.asarray(terrain.heights(self.grid, self.config.terrain, draw, jnp.int32(5)))
+          type=jnp.int32(kind), seed=jnp.uint32(family.terrain_seed),
+          magnitude=jnp.asarray(family.terrain_magnitude, jnp.float32),
+          shape=terrain.shapes(self.config.terrain, np.array([kind]),
+                               np.array([family.terrain_seed]))[0])
+      expected = np.asarray(terrain.heights(self.config.terrain, draw, jnp.int32(5)))
       self.assertEqual(world.model.geom_type[floor], mujoco.mjtGeom.mjGEOM_HFIELD, family.stratum)
       self.assertEqual((world.model.hfield_nrow[0], world.model.hfield_ncol[0]),
                        (self.grid.nodes, self.grid.nodes))
       np.testing.assert_allclose(world.model.hfield_data.reshape(expected.shape), expected,
                                  atol=1e-6, err_msg=family.stratum)
-      np.testing.assert_allclose(world.heights, self.start.terrain.heights[j], atol=1e-6)
+      np.testing.assert_allclose(world.heights, self.start_heights[j], atol=1e-6)
       if family.stratum != "flat":
         self.assertGreater(np.ptp(expected) if family.stratum != "slope" else 1.0, 0.02)
     slope = self.worlds[self.index("slope")]
@@ -294,7 +294,6 @@ class HeightfieldWorldsTest(absltest.TestCase):
     # (the trunk and thighs do not collide with a heightfield): at poses standing, sunk into a
     # higher part of the ground, and hovering 5 cm above it, C MuJoCo's figures are the MJX
     # env's own.
-    env = self.world.env
     judged = []
     for stratum in ("stairs", "rough", "obstacles", "slope"):
       j = self.index(stratum)

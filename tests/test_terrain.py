@@ -52,13 +52,15 @@ TOP = LEVELS - 1
 def _draw(kind, seed, low, high):
   return terrain.TerrainDraw(type=jnp.asarray(kind, jnp.int32),
                              seed=jnp.asarray(seed, jnp.uint32),
-                             magnitude=jnp.asarray([low, high], jnp.float32))
+                             magnitude=jnp.asarray([low, high], jnp.float32),
+                             shape=terrain.shapes(CFG.terrain, np.array([kind]),
+                                                  np.array([seed]))[0])
 
 
 @jax.jit
 @chex.assert_max_traces(n=1)
 def _heights_jit(draw, level):
-  return terrain.heights(GRID, CFG.terrain, draw, level)
+  return terrain.heights(CFG.terrain, draw, level)
 
 
 def _heights(kind, seed, low, high, level) -> np.ndarray:
@@ -311,6 +313,7 @@ class EnvTerrainTest(absltest.TestCase):
     cls.params = params.replace(commands=jnp.zeros_like(params.commands))
     cls.reset = staticmethod(jax.jit(jax.vmap(env.reset)))
     cls.step = staticmethod(jax.jit(jax.vmap(env.step)))
+    cls.heights = staticmethod(jax.jit(jax.vmap(env.heights)))
     cls.zero = jnp.zeros((2, env.action_size))
     model = env.robot.mj_model
     cls.foot_radius = model.geom_size[env.robot.foot_geom_ids, 0]
@@ -318,8 +321,14 @@ class EnvTerrainTest(absltest.TestCase):
   def _family(self, kinds, seeds, lows, highs):
     draw = terrain.TerrainDraw(type=jnp.asarray(kinds, jnp.int32),
                                seed=jnp.asarray(seeds, jnp.uint32),
-                               magnitude=jnp.asarray(np.stack([lows, highs], -1), jnp.float32))
+                               magnitude=jnp.asarray(np.stack([lows, highs], -1), jnp.float32),
+                               shape=terrain.shapes(CFG.terrain, np.asarray(kinds),
+                                                    np.asarray(seeds)))
     return self.params.replace(terrain=draw)
+
+  def _fields(self, state) -> np.ndarray:
+    """float64 [2, nodes, nodes]: each env's heightfield this episode."""
+    return np.asarray(self.heights(state), np.float64)
 
   def _start(self, family, seed=0, same=False):
     keys = jax.random.split(jax.random.key(seed), 2)
@@ -351,7 +360,7 @@ class EnvTerrainTest(absltest.TestCase):
       seen.update(levels.tolist())
       for i, sign in ((0, -1.0), (1, 1.0)):
         riser = 0.05 + levels[i] / TOP * 0.18
-        np.testing.assert_allclose(state.terrain.heights[i],
+        np.testing.assert_allclose(self._fields(state)[i],
                                    sign * riser * np.minimum(to_edge // 3, 4), atol=2e-6)
       np.testing.assert_array_equal(state.metrics["terrain/promoted"], 0.0)
       np.testing.assert_array_equal(state.metrics["terrain/demoted"], 0.0)
@@ -364,7 +373,7 @@ class EnvTerrainTest(absltest.TestCase):
     # feet would sink to z = 0 or fall through), or heights written transposed.
     family = self._family([ROUGH, ROUGH], [7, 8], [0.05, 0.05], [0.05, 0.05])
     state = self._start(family)
-    fields = np.asarray(state.terrain.heights, np.float64)
+    fields = self._fields(state)
     gx, gy = np.meshgrid(np.linspace(-0.35, 0.35, 15), np.linspace(-0.3, 0.3, 13))
     for i, xy in ((0, (1.3, 1.1)), (1, (-1.2, 1.4))):
       patch = np.stack([gx.ravel() + xy[0], gy.ravel() + xy[1]], -1)
@@ -404,8 +413,12 @@ class EnvTerrainTest(absltest.TestCase):
     bottom = float(state.data.geom_xpos[0, trunk[0], 2]) - model.geom_size[trunk[0], 2]
     for i in range(2):
       state = self._set_qpos(state, i, xy=(0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0))
+    # The ridges as the families' shapes at scale 1 (rough ground of magnitude 1 m).
     heights = jnp.stack([self._ridge(bottom + 0.05), self._ridge(bottom - 0.03)])
-    state = state.replace(terrain=state.terrain.replace(heights=heights))
+    ridged = state.family.terrain.replace(type=jnp.full((2,), ROUGH, jnp.int32),
+                                          magnitude=jnp.ones((2, 2)), shape=heights)
+    state = state.replace(family=state.family.replace(terrain=ridged))
+    np.testing.assert_array_equal(self._fields(state), np.asarray(heights, np.float64))
     after = self.step(state, self.zero)
     np.testing.assert_array_equal(after.reset_reason, [R_BODY, R_NONE])
     np.testing.assert_array_equal(after.signals.body_contact, [True, False])
@@ -470,7 +483,7 @@ class EnvTerrainTest(absltest.TestCase):
     np.testing.assert_array_equal(after.terrain.commanded, 0.0)
     np.testing.assert_array_equal(after.terrain.progress, 0.0)
     riser = 0.05 + 5 / 9 * 0.18
-    np.testing.assert_allclose(after.terrain.heights[1], -riser * np.minimum(to_edge // 3, 4),
+    np.testing.assert_allclose(self._fields(after)[1], -riser * np.minimum(to_edge // 3, 4),
                                atol=2e-6)
 
 
@@ -530,8 +543,7 @@ class CurriculumTest(absltest.TestCase):
     # 1.0 m/s along it. Over 0.02 s: 0.01 m commanded, 0.02 m walked. A zero command walks
     # nothing whatever the velocity. A lateral command (0, -1) with velocity (0.2, -0.5): 0.5.
     zero = jnp.zeros(())
-    state = terrain.TerrainState(level=jnp.zeros((), jnp.int32), heights=jnp.zeros((2, 2)),
-                                 offset=jnp.zeros(2), commanded=jnp.asarray(1.0),
+    state = terrain.TerrainState(level=jnp.zeros((), jnp.int32), offset=jnp.zeros(2), commanded=jnp.asarray(1.0),
                                  progress=jnp.asarray(0.5))
     one = terrain.track(state, jnp.array([0.3, 0.4, 0.7]), jnp.array([1.0, 0.5, 0.3]), 0.02)
     self.assertAlmostEqual(float(one.commanded), 1.01, delta=1e-6)
@@ -708,13 +720,13 @@ class ResumeTest(absltest.TestCase):
     params = families.for_envs(trainer.manifest.train_params(), cfg.num_envs)
     drawn = jax.jit(jax.vmap(env.reset))(jax.random.split(k_env, cfg.num_envs), params)
     np.testing.assert_array_equal(init.env.terrain.level, drawn.terrain.level)
-    np.testing.assert_array_equal(init.env.terrain.heights, drawn.terrain.heights)
+    np.testing.assert_array_equal(init.env.family.terrain.shape, drawn.family.terrain.shape)
     self.assertTrue(((np.asarray(init.env.terrain.level) >= 0)
                      & (np.asarray(init.env.terrain.level) <= 3)).all())
 
     first, metrics = trainer.train_chunk(init)
     first_host = _host(first)
-    chex.assert_shape(first.env.terrain.heights, (cfg.num_envs, GRID.nodes, GRID.nodes))
+    chex.assert_shape(first.env.family.terrain.shape, (cfg.num_envs, GRID.nodes, GRID.nodes))
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix="terrain_resume_"))
     saver = checkpoint.Checkpointer(run_dir, cfg, trainer.manifest)
     saver.save(first, wall_seconds=0.0)

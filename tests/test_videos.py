@@ -161,10 +161,11 @@ def _heightfield_config(**changes) -> config_lib.TrainConfig:
 
 def _ground(cfg: config_lib.TrainConfig, kind: str, size: float, seed: int = 3) -> np.ndarray:
   """A tile of `kind` at one magnitude, built from its type, seed and size as a family's is."""
-  draw = terrain.TerrainDraw(type=np.int32(config_lib.TERRAIN_TYPES.index(kind)),
-                             seed=np.uint32(seed), magnitude=np.array([size, size], np.float32))
-  return np.asarray(terrain.heights(terrain.Grid.from_config(cfg.terrain), cfg.terrain, draw,
-                                    np.int32(0)))
+  kind = config_lib.TERRAIN_TYPES.index(kind)
+  shape = terrain.shapes(cfg.terrain, np.array([kind]), np.array([seed]))[0]
+  draw = terrain.TerrainDraw(type=np.int32(kind), seed=np.uint32(seed),
+                             magnitude=np.array([size, size], np.float32), shape=shape)
+  return np.asarray(terrain.heights(cfg.terrain, draw, np.int32(0)))
 
 
 def _on_ground(robot: robots.Robot, heights: np.ndarray, grid: terrain.Grid) -> np.ndarray:

@@ -256,12 +256,13 @@ def _terrain_range(terrain: config_lib.TerrainConfig, kind: str) -> tuple[float,
 
 
 def _held_out_ground(rng: np.random.Generator, terrain: config_lib.TerrainConfig,
-                     stratum: str) -> dict[str, Any]:
+                     stratum: str, position: int) -> dict[str, Any]:
   """A held-out family's ground on a heightfield: its stratum's terrain at one magnitude, or
-  flat ground for the strata that do not test terrain. Draws the same numbers for every
-  stratum."""
+  flat ground for the strata that do not test terrain. The `stairs` families alternate up and
+  down with their `position` in the stratum, so the stratum holds both equally. Draws the same
+  numbers for every stratum."""
   seed = int(rng.integers(0, 2**31))
-  upward = bool(rng.integers(0, 2))
+  upward = position % 2 == 0
   kind, size = {
       "rough": ("rough", terrain.panel_rough_height),
       "stairs": ("stairs_up" if upward else "stairs_down", terrain.panel_stair_height),
@@ -271,13 +272,15 @@ def _held_out_ground(rng: np.random.Generator, terrain: config_lib.TerrainConfig
 
 
 def draw_eval_family(seed: int, panel: config_lib.PanelConfig, stratum: str,
-                     terrain: config_lib.TerrainConfig | None = None) -> Family:
+                     terrain: config_lib.TerrainConfig | None = None,
+                     position: int = 0) -> Family:
   """Everything a held-out family's seed fixes: nominal conditions plus its stratum's one.
 
   A function of the seed, `panel` and, on a heightfield, `terrain`'s panel magnitudes and
   platform alone (the spawn offset is scaled so that the feet start on the platform), so
   training ranges never move the panel. Every family draws the same numbers in the same order
-  whatever its stratum.
+  whatever its stratum. `position` is the family's place in its stratum (`stairs` alternate up
+  and down with it).
   """
   if stratum not in config_lib.ALL_STRATA:
     raise ValueError(f"stratum {stratum!r} is unknown; known strata are {config_lib.ALL_STRATA}")
@@ -315,15 +318,17 @@ def draw_eval_family(seed: int, panel: config_lib.PanelConfig, stratum: str,
       slope_direction=held_out["slope_direction"] if stratum == "slope" else 0.0,
       **(held_out["pushes"] if stratum == "push" else no_pushes),
       **spawn,
-      **(_held_out_ground(rng, terrain, stratum) if terrain and terrain.heightfield else {}),
+      **(_held_out_ground(rng, terrain, stratum, position)
+         if terrain and terrain.heightfield else {}),
   )
 
 
-def draw_family(seed: int, config: config_lib.TrainConfig, stratum: str | None) -> Family:
-  """A training family (stratum None) or a held-out family of `stratum`."""
+def draw_family(seed: int, config: config_lib.TrainConfig, stratum: str | None,
+                position: int = 0) -> Family:
+  """A training family (stratum None) or a held-out family of `stratum` at `position` in it."""
   if stratum is None:
     return draw_train_family(seed, config)
-  return draw_eval_family(seed, config.panel, stratum, config.terrain)
+  return draw_eval_family(seed, config.panel, stratum, config.terrain, position)
 
 
 def _distinct_seeds(seed: int | Sequence[int], space: tuple[int, int], count: int) -> list[int]:
@@ -488,7 +493,8 @@ def make_manifest(config: config_lib.TrainConfig) -> Manifest:
   strata = [s for s in config.panel.strata for _ in range(per)]
   return Manifest(
       train_families=tuple(draw_family(s, config, None) for s in train),
-      eval_families=tuple(draw_family(s, config, st) for s, st in zip(evaluation, strata)),
+      eval_families=tuple(draw_family(s, config, st, i % per)
+                          for i, (s, st) in enumerate(zip(evaluation, strata))),
       ranges=_ranges(config),
   )
 

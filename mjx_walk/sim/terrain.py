@@ -1,8 +1,8 @@
 """Heightfield terrain: each env's ground, generated in JAX, its surface, and the curriculum.
 
-On `terrain.ground="heightfield"` every env carries its own heightfield (`TerrainState.heights`),
-written into the nominal `mjx.Model` (`hfield_data`) on every step, so `jax.vmap` batches it like
-the domain randomisation.
+On `terrain.ground="heightfield"` every env stands on its own heightfield (its family's shape at
+its level, `heights`), written into the nominal `mjx.Model` (`hfield_data`) on every step, so
+`jax.vmap` batches it like the domain randomisation.
 
 The ground is a square TILE of side L (`terrain.tile_size`) that repeats with period L in x
 and y. The heightfield MJX collides with covers the tile plus a margin on each side, sampled
@@ -265,8 +265,7 @@ def held_out_heights(cfg: config_lib.TerrainConfig, draws: TerrainDraw) -> np.nd
   """float32 [E, nodes, nodes]: the grounds of held-out families (`draws` batched along [E], e.g.
   `Manifest.eval_params().terrain`), regenerated from their type, seed and magnitude. A held-out
   magnitude has equal ends, so the level is immaterial: every level gives these heights."""
-  grid = Grid.from_config(cfg)
-  at_level_0 = lambda draw: heights(grid, cfg, draw, jnp.zeros((), jnp.int32))
+  at_level_0 = lambda draw: heights(cfg, draw, jnp.zeros((), jnp.int32))
   return np.asarray(jax.jit(jax.vmap(at_level_0))(draws))
 
 
