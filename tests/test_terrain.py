@@ -309,7 +309,7 @@ class EnvTerrainTest(absltest.TestCase):
     cls.env = env = env_lib.LocomotionEnv(cfg)
     manifest = families.make_manifest(cfg)
     flat = [f for f in manifest.eval_families if f.stratum == "flat"][:2]
-    params = families.stack_params(flat)  # nominal: no pushes, level gravity
+    params = families.stack_params(flat, cfg.terrain)  # nominal: no pushes, level gravity
     cls.params = params.replace(commands=jnp.zeros_like(params.commands))
     cls.reset = staticmethod(jax.jit(jax.vmap(env.reset)))
     cls.step = staticmethod(jax.jit(jax.vmap(env.step)))

@@ -1,0 +1,30 @@
+"""One-GPU recipe: Go2 on heightfield terrain with a curriculum, 8192 envs.
+
+  python experiments/learn_benchmark.py --config=experiments/go2_rough_gpu.py --budget_minutes=20
+
+The rough CPU config's ground, curriculum and held-out panel (experiments/go2_rough.py) at the
+one-GPU batch of experiments/go2_flat_gpu.py (8192 envs, 24-step horizon, 4 minibatches,
+(512, 256, 128) networks). The training families grow with the batch (1024, 8 envs each), so
+every terrain type spans many shapes. Untested on a GPU so far.
+"""
+
+import dataclasses
+import pathlib
+
+from mjx_walk import config as config_lib
+
+
+def _load(name: str):
+  return config_lib.load_file(str(pathlib.Path(__file__).resolve().parent / name))
+
+
+def get_config() -> config_lib.TrainConfig:
+  rough, gpu = _load("go2_rough.py"), _load("go2_flat_gpu.py")
+  return dataclasses.replace(
+      gpu,
+      terrain=rough.terrain,
+      families=dataclasses.replace(gpu.families, spawn_offset=rough.families.spawn_offset,
+                                   num_train_families=1024),
+      panel=dataclasses.replace(gpu.panel, strata=rough.panel.strata),
+      total_env_steps=600_000_000,
+  )
