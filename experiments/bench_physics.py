@@ -8,6 +8,8 @@ inside a `jax.lax.scan`, and the timing excludes compilation. Also reports a 2 s
 
 Usage:
   python experiments/bench_physics.py --variants=chosen,feet_only --batches=256,1024
+  python experiments/bench_physics.py --variants=chosen,hfield_feet,hfield_thighs,hfield_trunk \
+      --batches=256 --no_stand
 
 Prints ONE JSON line.
 """
@@ -30,8 +32,11 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from mjx_walk import config as config_lib
+from mjx_walk.sim import terrain
 from mjx_walk.sim._mjx import mjx
 
+ROUGH_CONFIG = pathlib.Path(__file__).resolve().parent / "go2_rough.py"
 SCENE = pathlib.Path(__file__).resolve().parent.parent / "robots" / "go2" / "scene.xml"
 LEGS = ("FR", "FL", "RR", "RL")
 BODY_GEOMS = ("trunk_collision",) + tuple(f"{leg}_thigh_collision" for leg in LEGS)
@@ -65,6 +70,23 @@ def _trunk_capsule(spec: mujoco.MjSpec) -> None:
   geom.quat = [np.sqrt(0.5), 0.0, np.sqrt(0.5), 0.0]  # capsule axis along trunk x
 
 
+def _heightfield(colliding: tuple[str, ...]) -> Callable[[mujoco.MjSpec], None]:
+  """The floor as experiments/go2_rough.py's heightfield (flat, 53 x 53 samples of 0.1 m), with
+  only `colliding` of the robot's body geoms (besides the feet) colliding with it."""
+  def apply(spec: mujoco.MjSpec) -> None:
+    shape = terrain.heightfield(config_lib.load_file(str(ROUGH_CONFIG)).terrain)
+    spec.add_hfield(name="terrain", nrow=shape.nodes, ncol=shape.nodes,
+                    size=[shape.half_size, shape.half_size, 1.0, shape.base],
+                    userdata=[0.0] * (shape.nodes * shape.nodes))
+    floor = spec.geom("floor")
+    floor.type = mujoco.mjtGeom.mjGEOM_HFIELD
+    floor.hfieldname = "terrain"
+    for name in BODY_GEOMS:
+      if not any(part in name for part in colliding):
+        spec.geom(name).contype = 0
+  return apply
+
+
 def _options(**opts: float) -> Callable[[mujoco.MjSpec], None]:
   def apply(spec: mujoco.MjSpec) -> None:
     for key, value in opts.items():
@@ -82,6 +104,10 @@ VARIANTS: dict[str, Callable[[mujoco.MjSpec], None]] = {
     "iter2_ls4": _options(iterations=2, ls_iterations=4),
     "eulerdamp_on": _options(disableflags=0),
     "implicitfast": _options(integrator=mujoco.mjtIntegrator.mjINT_IMPLICITFAST, disableflags=0),
+    # Heightfield floors: only the feet collide (as on terrain), or the thighs or trunk too.
+    "hfield_feet": _heightfield(()),
+    "hfield_thighs": _heightfield(("thigh",)),
+    "hfield_trunk": _heightfield(("trunk",)),
 }
 
 

@@ -14,7 +14,14 @@ in `EnvState.final_obs`, so the trainer never bootstraps from the next episode's
 A non-finite physics state resets only its own env, is counted as `nonfinite`, and is replaced by
 zeros before it can reach any reward, observation or metric.
 
-`step` is a sequence of named stages: physics, terminations, reward, signals, auto-reset.
+On a heightfield (`terrain.ground="heightfield"`, `mjx_walk.sim.terrain`) the env also carries
+its curriculum level (`EnvState.terrain`); its ground is its family's shape at that level,
+written into the model's `hfield_data` on every step. Heights (trunk, feet) are measured from
+the surface under them, the trunk and thighs touch the ground when their probe points
+(`_body_probes`) reach the surface, a trunk that leaves the tile is moved back onto it (WRAP),
+and each auto-reset moves the level by what the ended episode walked against its command.
+
+`step` is a sequence of named stages: (wrap), physics, terminations, reward, signals, auto-reset.
 Every step reports what the batch audits (`mjx_walk.learn.audit`) read of it as typed
 `StepSignals` in `EnvState.signals`, measured before any auto-reset: the trunk height and tilt it
 ended in, each foot's contact at both ends of the step, its mean horizontal speed over the step
@@ -31,8 +38,8 @@ from typing import NamedTuple
 
 import flax.struct
 import jax
-import mujoco
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 
 from mjx_walk import config as config_lib
