@@ -8,8 +8,16 @@ fall, the feet must leave the ground for longer, and episodes must end by timeou
 This guards the learning signal end to end (env, rewards, gait clock, GAE, PPO, normalizer,
 adaptive rate); the walking criteria on the held-out panel belong to
 `experiments/learn_benchmark.py`.
+
+The same check runs once more on 2 forced host devices (data parallel, in a subprocess: a
+process's device count is fixed when JAX starts), which must learn like the one-device run.
 """
 
+import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -42,6 +50,19 @@ def _train(seed: int) -> list[dict[str, float]]:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_default_config_learns_to_track_commands(seed):
   _check_learned(_train(seed))
+
+
+@pytest.mark.slow
+def test_default_config_learns_on_two_devices():
+  tests = pathlib.Path(__file__).resolve().parent
+  script = (f"import json, sys; sys.path.insert(0, {str(tests)!r}); import jax, test_learning; "
+            "assert jax.device_count() == 2; print(json.dumps(test_learning._train(0)))")
+  done = subprocess.run(
+      [sys.executable, "-c", script], capture_output=True, text=True, timeout=1800,
+      cwd=tests.parent,
+      env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2"))
+  assert done.returncode == 0, done.stderr[-3000:]
+  _check_learned(json.loads(done.stdout.splitlines()[-1]))
 
 
 def _check_learned(records: list[dict[str, float]]) -> None:

@@ -56,6 +56,7 @@ import optax
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import audit
+from mjx_walk.learn import cpu_lapack
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
@@ -192,6 +193,11 @@ def make_trainer(
   config_lib.validate(config)
   devices = devices or sharding.make()
   sharding.check_geometry(config, devices.count)
+  if devices.count > 1 and devices.mesh.devices.flat[0].platform == "cpu":
+    # Several devices share one CPU thread pool, on which jaxlib's batched LAPACK calls (MJX's
+    # Cholesky) can deadlock; see `cpu_lapack`. Bitwise the same results on any device count;
+    # one device keeps jaxlib's own lowering (and its speed).
+    cpu_lapack.install()
   env = env or env_lib.LocomotionEnv(config)
   manifest = manifest or families.make_manifest(config)
   ppo_cfg = config.ppo
