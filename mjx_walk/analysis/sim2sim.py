@@ -269,14 +269,9 @@ class CMuJoCoPanel:
            "clock": jax.jit(env.next_gait_phase)}
     if self.grid is not None:
       grid = self.grid
-
-      def trunk_height(heights, position):  # as env._trunk_height, position [3] in MJX's frame
-        return position[2] - terrain_lib.surface(heights, grid, position[0:2])[0]
-
-      def touches(heights, points):  # as env._body_touches_floor, the probes [P, 3]
-        return (terrain_lib.clearance(heights, grid, points, env._probe_radius) < 0.0).any()  # pylint: disable=protected-access
-
-      fns.update(trunk_height=jax.jit(jax.vmap(trunk_height)), touches=jax.jit(touches),
+      fns.update(trunk_height=jax.jit(jax.vmap(env.height_above_ground)),
+                 touches=jax.jit(env.probes_touch_ground),
+                 probes=jax.jit(env.probe_points),
                  wrap=jax.jit(jax.vmap(lambda xy: terrain_lib.wrap(grid, xy))))
     return fns
 
@@ -310,11 +305,11 @@ class CMuJoCoPanel:
     physics step; on a heightfield, one of the env's probe points within its radius of the
     surface (`LocomotionEnv._body_touches_floor`), from the last physics step's positions."""
     if self.grid is not None:
-      env = self.env
-      geoms = np.asarray(env._probe_geoms)  # pylint: disable=protected-access
-      local = np.asarray(env._probe_points, np.float64)  # pylint: disable=protected-access
-      xpos, xmat = world.data.geom_xpos[geoms], world.data.geom_xmat[geoms].reshape(-1, 3, 3)
-      points = self._floor_frame(world, xpos + np.einsum("pij,pj->pi", xmat, local))
+      data = world.data
+      points = np.asarray(self._step_fns["probes"](
+          data.geom_xpos.astype(np.float32),
+          data.geom_xmat.reshape(-1, 3, 3).astype(np.float32)), np.float64)  # [P, 3]
+      points = self._floor_frame(world, points)
       return bool(self._step_fns["touches"](world.heights, points.astype(np.float32)))
     data = world.data
     contacts = data.contact

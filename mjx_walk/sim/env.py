@@ -433,16 +433,28 @@ class LocomotionEnv:
     """
     if field is None:
       return self._touches_floor(data, self._body_contact_geoms) & finite
-    xpos, xmat = data.geom_xpos[self._probe_geoms], data.geom_xmat[self._probe_geoms]
-    points = xpos + jnp.einsum("pij,pj->pi", xmat, self._probe_points)  # [P, 3]
-    gap = terrain_lib.clearance(field, self.grid, points, self._probe_radius)
-    return (gap < 0.0).any() & finite
+    points = self.probe_points(data.geom_xpos, data.geom_xmat)
+    return self.probes_touch_ground(field, points) & finite
+
+  def probe_points(self, geom_xpos: jax.Array, geom_xmat: jax.Array) -> jax.Array:
+    """float32 [P, 3]: the body-contact probe points (`_body_probes`) in the frame of the geom
+    positions [ngeom, 3] and orientations [ngeom, 3, 3] given (heightfield only)."""
+    xpos, xmat = geom_xpos[self._probe_geoms], geom_xmat[self._probe_geoms]
+    return xpos + jnp.einsum("pij,pj->pi", xmat, self._probe_points)
+
+  def probes_touch_ground(self, field: jax.Array, points: jax.Array) -> jax.Array:
+    """bool []: a probe point [P, 3] is within its radius of the heightfield's surface."""
+    return (terrain_lib.clearance(field, self.grid, points, self._probe_radius) < 0.0).any()
+
+  def height_above_ground(self, field: jax.Array, position: jax.Array) -> jax.Array:
+    """float32 []: height of a point [3] above the heightfield's surface under it, m."""
+    return position[2] - terrain_lib.surface(field, self.grid, position[0:2])[0]
 
   def _trunk_height(self, data: mjx.Data, field: jax.Array | None = None) -> jax.Array:
     """Height of the trunk origin above the ground under it, m (above z = 0 on the plane)."""
     if field is None:
       return data.qpos[2]
-    return data.qpos[2] - terrain_lib.surface(field, self.grid, data.qpos[0:2])[0]
+    return self.height_above_ground(field, data.qpos[0:3])
 
   def _floor_normal(self, data: mjx.Data) -> jax.Array:
     """The floor normal (world +z) in the trunk frame. [3]"""
