@@ -1,9 +1,14 @@
-"""Pytest setup shared by every test module."""
+"""Pytest setup shared by every test module: JAX's persistent compilation cache, the folder the
+xdist workers share, the order files are handed out in, and the cache's figures at the end."""
 
+import collections
+import json
 import os
+import pathlib
 import tempfile
 
 from absl import flags
+import pytest
 
 # Offscreen rendering (tests/test_report.py) needs a headless GL backend. MuJoCo picks it when it
 # is first imported, so this is set before any test module imports mujoco; `.ci/run` installs the
@@ -17,21 +22,75 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       os.path.join(tempfile.gettempdir(), "mjx_walk-test-jax-cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
+SHARED = "MJX_WALK_TEST_SHARED"
+"""The environment variable naming a folder of this pytest session that every xdist worker sees
+(`runs.trained` builds its run there once, under a file lock)."""
+
+_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": "hits",
+                 "/jax/compilation_cache/cache_misses": "written"}
+_COMPILE_SECONDS = "/jax/core/compile/backend_compile_duration"
+_COMPILE_LOG = "MJX_WALK_COMPILE_LOG"
+"""Set to a file's path to append one line per compiled or cache-read program to it: the test,
+the program's name and its seconds (for finding programs that only one file uses)."""
+_cache = collections.Counter()
+_WORKER = pytest.StashKey[str]()
+_running = {"test": "(collection)"}
+
+
+def _count_event(event, **kwargs):
+  del kwargs
+  if event in _CACHE_EVENTS:
+    _cache[_CACHE_EVENTS[event]] += 1
+
+
+def _count_seconds(event, seconds, **kwargs):
+  if event == _COMPILE_SECONDS:
+    _cache["compiles"] += 1
+    _cache["compile_seconds"] += seconds
+    if os.environ.get(_COMPILE_LOG):
+      with open(os.environ[_COMPILE_LOG], "a") as log:
+        log.write(f"{seconds:8.2f} {kwargs.get('fun_name')} {_running['test']}\n")
+
+
+def pytest_runtest_logstart(nodeid, location):
+  del location
+  _running["test"] = nodeid
+
 
 def pytest_configure(config):
-  del config
   # absltest helpers (create_tempdir, create_tempfile) read absl flags; pytest never parses them.
   flags.FLAGS.mark_as_parsed()
+  # The controller makes the shared folder before it starts the workers, which inherit it.
+  os.environ.setdefault(SHARED, tempfile.mkdtemp(prefix="mjx_walk-tests-"))
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.monitoring.register_event_listener(_count_event)
+  jax.monitoring.register_event_duration_secs_listener(_count_seconds)
+  config.stash[_WORKER] = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+def pytest_unconfigure(config):
+  # Each process leaves its figures in the shared folder; the controller sums them.
+  path = pathlib.Path(os.environ[SHARED]) / f"jax-cache-{config.stash[_WORKER]}.json"
+  path.write_text(json.dumps(dict(_cache)))
+
+
+def pytest_terminal_summary(terminalreporter):
+  total = collections.Counter()
+  for path in pathlib.Path(os.environ[SHARED]).glob("jax-cache-*.json"):
+    total.update(json.loads(path.read_text()))
+  total.update(_cache)  # this process's own (the controller, or the only one with -n 0)
+  terminalreporter.write_line(
+      f"JAX compilation cache ({os.environ['JAX_COMPILATION_CACHE_DIR']}): "
+      f"{total['hits']} programs read, {total['written']} compiled and written; "
+      f"{total['compiles']} programs compiled or read in {total['compile_seconds']:.0f} s "
+      "(subprocesses not counted)")
 
 
 # The longest files first (cold compilation cache): pytest-xdist hands out whole files
-# (`--dist loadfile`) in collection order, so a long file collected last would run alone at the
-# end. Ordered by their summed test durations on a cold cache (`pytest --durations=0`,
-# 2026-12-01: test_sharding (its subprocesses) about 400 s, test_env 190 s, test_checkpoint 180 s, test_trainer 170 s, test_notebooks 121 s,
-# test_sim2sim 135 s, test_train 113 s, test_evaluate 98 s, test_export 55 s, test_families
-# 52 s; test_gpu_check, alone with `-n 0`, 212 s, nearly all of it one subprocess compiling);
-# test_terrain, about 260 s on a shared 2-core machine (2026-12-02), most of it its resume;
-# the rest follow alphabetically.
+# (`--dist loadfile`) in collection order (`--no-loadscope-reorder` in pyproject.toml; without it
+# xdist sorts files by their number of tests, and this order would only break ties), so a long
+# file collected last would run alone at the end. Ordered by their measured durations on a cold
+# cache (tests/README.md has the table); the rest follow alphabetically.
 _LONGEST_FIRST = ("test_sharding.py", "test_terrain.py", "test_gpu_check.py", "test_env.py",
                   "test_checkpoint.py",
                   "test_trainer.py", "test_notebooks.py", "test_sim2sim.py", "test_train.py",

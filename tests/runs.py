@@ -1,18 +1,51 @@
-"""A trained run folder for the tests of commands that read one (imported as `runs`; tests/ is on
-sys.path): one chunk of training, its checkpoint, config and manifest, and nothing else (no
-evaluation, videos or report), so it costs one chunk's compile, shared with the trainer tests."""
+"""Trained run folders for the tests of what reads one (imported as `runs`; tests/ is on sys.path).
+
+`trained` copies the session's one tiny run of the training loop, built once under a file lock by
+whichever xdist worker asks first, so the evaluate, report, checkpoint and training-loop tests
+share its compile and its minute of training. `one_chunk` trains a config for one chunk and saves
+it without evaluation, videos or report, for the export and sim2sim command tests.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import pathlib
+import shutil
 import tempfile
 
 import jax
 
 from mjx_walk import config as config_lib
+from mjx_walk import train as train_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import run_folder
+
+import configs
+import conftest
+
+
+def trained_config() -> config_lib.TrainConfig:
+  """The shared run's config: 2 chunks of the tiny config, checkpointed and evaluated after
+  each (checkpoints and evaluations at updates 2 and 4, videos with the last)."""
+  return configs.tiny(2, panel__every_chunks=1, checkpoint__every_chunks=1)
+
+
+def trained(prefix: str) -> pathlib.Path:
+  """A fresh copy of the session's trained run of `trained_config()` (seed 0), its own to
+  change: `<temporary folder named prefix...>/run`."""
+  shared = pathlib.Path(os.environ[conftest.SHARED])
+  built = shared / "trained" / "run"
+  with open(shared / "trained.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # the other workers wait here while the first trains
+    if not (shared / "trained" / "complete").exists():
+      shutil.rmtree(shared / "trained", ignore_errors=True)
+      train_lib.run(trained_config(), built)
+      (shared / "trained" / "complete").touch()
+  copy = pathlib.Path(tempfile.mkdtemp(prefix=prefix)) / "run"
+  shutil.copytree(built, copy)
+  return copy
 
 
 def one_chunk(cfg: config_lib.TrainConfig, prefix: str) -> pathlib.Path:

@@ -11,6 +11,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from mjx_walk.learn import cpu_lapack
 
@@ -53,8 +54,9 @@ def test_a_matrix_that_is_not_positive_definite_still_gives_nans_alone():
   assert np.isfinite(np.delete(factor, 150, axis=0)).all()
 
 
+@pytest.mark.slow
 def test_two_forced_devices_factorizing_at_once_do_not_stall():
-  # A smoke check, not a proof: the stall is a race. Without the split lowering, loops like this
+  # Slow-marked: its process compiles beside the suite's workers and loops 1,000 calls. A smoke check, not a proof: the stall is a race. Without the split lowering, loops like this
   # one stalled in 5 of 10 tries on 2 shared cores (both intra-op workers in jaxlib's LAPACK
   # kernel, waiting for batch chunks no worker was left to run); the proof is that every call
   # is below jaxlib's threshold (the first test).

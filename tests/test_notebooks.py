@@ -30,6 +30,11 @@ TINY_OVERRIDES = {
 }
 
 
+# The walkthrough sets its sizes itself; these turn them into the tiny geometry (a chunk of 2
+# updates of 8 envs x 6 steps, a panel of one env per family and 5-step episodes).
+WALKTHROUGH_OVERRIDES = {path.replace("__", "."): value for path, value in configs.TINY.items()}
+
+
 def _execute(notebook: nbformat.NotebookNode, cwd: pathlib.Path) -> nbformat.NotebookNode:
   client = nbclient.NotebookClient(notebook, timeout=900, kernel_name="python3",
                                    resources={"metadata": {"path": str(cwd)}})
@@ -47,11 +52,8 @@ def _text(cell: nbformat.NotebookNode) -> str:
 
 def test_quickstart_runs_top_to_bottom(tmp_path):
   notebook = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
-  parameters = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
-  assert len(parameters) == 1
   run_dir = tmp_path / "runs" / "quickstart"
-  parameters[0].source = (f"RUN_DIR = {str(run_dir)!r}\n"
-                          f"OVERRIDES = {TINY_OVERRIDES!r}\n")
+  _set_parameters(notebook, f"RUN_DIR = {str(run_dir)!r}\nOVERRIDES = {TINY_OVERRIDES!r}\n")
 
   executed = _execute(notebook, tmp_path)
 
@@ -74,7 +76,20 @@ def test_quickstart_runs_top_to_bottom(tmp_path):
   assert len(images) == 3  # the inline ledger plot, the learning curve and the reward terms
 
 
+def _set_parameters(notebook: nbformat.NotebookNode, source: str) -> None:
+  """Replaces the one cell tagged `parameters` with `source`."""
+  parameters = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+  assert len(parameters) == 1
+  parameters[0].source = source
+
+
 def test_walkthrough_runs_top_to_bottom(tmp_path):
+  # On the tiny geometry, so that its chunk and panel are the programs the trainer tests compile.
   notebook = nbformat.read(NOTEBOOKS / "walkthrough.ipynb", as_version=4)
+  _set_parameters(notebook, f"OVERRIDES = {WALKTHROUGH_OVERRIDES!r}\n")
   executed = _execute(notebook, tmp_path)
   assert not _errors(executed)
+  printed = "\n".join(_text(c) for c in executed.cells if c.cell_type == "code")
+  assert "48 samples per update; 96 env steps per chunk" in printed
+  for stratum in ("flat", "slope", "push", "payload", "friction"):
+    assert f"\n{stratum:<10}{1:>6}" in printed

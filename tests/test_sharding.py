@@ -20,7 +20,12 @@ batch (the claims tests below hold the code to):
 
 Multi-device runs need a process started with forced host devices, so they run in
 `tests/sharded_runs.py` (4 devices) and the two-process run in two `python -m mjx_walk.train`
-processes meeting on 127.0.0.1; both start side by side when the first test needs one.
+processes meeting on 127.0.0.1; both start side by side when the first test needs one. Those runs
+compile every program again in processes of their own, beside the suite's workers (about 6
+minutes of a 2-core machine), so `DevicesTest` and `ProcessesTest` are slow-marked: `pytest -m
+slow` and the mutation check run them. The default suite keeps what kills the data-parallel
+mutants cheaply: the collectives' arithmetic (vmap with a named axis stands for the mesh), the
+geometry refusals, and the refusal before writing on a fake device set.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import commands
 import configs
@@ -237,6 +243,18 @@ class GeometryTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "a run over 2 processes needs --run_dir"):
       train_lib._check_before_writing(configs.tiny(), fake, None)
 
+  def test_a_batch_that_does_not_split_is_refused_before_the_run_folder_exists(self):
+    # Catches a split check made after the run folder is created (or not made at all): the
+    # training loop itself is given 4 devices that 6 envs cannot be spread over. The fake device
+    # set has only what the checks before writing read; nothing compiles.
+    fake = type("FourDevices", (), {"count": 4, "processes": 1})()
+    run_dir = pathlib.Path(self.create_tempdir().full_path) / "refused"
+    with self.assertRaisesRegex(ValueError, r"num_envs=6 cannot be split over 4 devices: it must "
+                                r"be a multiple of the device count \(e.g. 4 or 8\)"):
+      train_lib.run(configs.tiny(1, num_envs=6, families__num_train_families=2), run_dir,
+                    devices=fake)
+    self.assertFalse(run_dir.exists())
+
 
 # RUNS ON 2 AND 4 DEVICES AGAINST THE ONE-DEVICE RUN
 
@@ -249,6 +267,7 @@ def _load(name: str) -> dict[str, np.ndarray]:
     return dict(data)
 
 
+@pytest.mark.slow
 class DevicesTest(absltest.TestCase):
 
   @classmethod
@@ -353,6 +372,7 @@ def _flat(tree) -> dict[str, np.ndarray]:
 # A RUN OVER TWO PROCESSES
 
 
+@pytest.mark.slow
 class ProcessesTest(absltest.TestCase):
 
   def setUp(self):

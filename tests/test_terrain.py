@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+import pytest
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import records as records_lib
@@ -703,6 +704,9 @@ def _host(tree):
       lambda x: jax.random.key_data(x) if checkpoint._is_key(x) else x, tree))  # pylint: disable=protected-access
 
 
+# Slow-marked: the only test that compiles a heightfield training chunk (about 4 minutes of a
+# cold 2-core machine); `pytest -m slow` runs it.
+@pytest.mark.slow
 class ResumeTest(absltest.TestCase):
 
   def test_one_chunk_saved_restored_and_continued_equals_two_straight(self):
