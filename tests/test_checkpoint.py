@@ -343,7 +343,13 @@ class ResumeTest(absltest.TestCase):
       leaves = {_saved_name(path): leaf for path, leaf in
                 jax.tree_util.tree_leaves_with_path(getattr(restored, item)) if leaf.size}
       names = {name: renamed.get(name, name) for name in leaves}
-      self.assertEqual(sorted(names.values()), sorted(stored))
+      # Every leaf is read from a stored one. Left unread: the episode traces, which that code
+      # stored whole and today's state holds empty under this config (the restore reads only
+      # non-empty leaves).
+      self.assertEqual(set(stored) - set(names.values()),
+                       set() if item == "train" else {
+                           "metrics_audit_early_end", "trace_action", "trace_first_step",
+                           "trace_length", "trace_qpos", "trace_qvel"})
       for name, leaf in leaves.items():
         np.testing.assert_array_equal(np.asarray(leaf, np.float64) if leaf.dtype == bool else leaf,
                                       stored[names[name]], err_msg=f"{item} {name}")
