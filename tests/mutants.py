@@ -308,9 +308,12 @@ MUTANTS = (
            "  except (FileNotFoundError, RuntimeError, checkpoint.CheckpointError)",
            ("tests/test_report.py::RunReportTest::test_command_refuses_a_malformed_ledger_"
             "writing_nothing",)),
-    Mutant("report_command_corrupted_escapes", "mjx_walk/report.py",
-           "  except (FileNotFoundError, ValueError, RuntimeError, checkpoint.CheckpointError)",
-           "  except (FileNotFoundError, ValueError, RuntimeError)",
+    Mutant("report_announces_before_verifying", "mjx_walk/analysis/report.py",
+           "      pol = policy_lib.load(run_dir, step)\n"
+           "      log(f\"evaluating checkpoint {pol.step} with traces...\")\n",
+           "      log(f\"evaluating checkpoint {policy_lib.resolve(run_dir, step)[1]} with "
+           "traces...\")\n"
+           "      pol = policy_lib.load(run_dir, step)\n",
            ("tests/test_report.py::RunReportTest::test_command_refuses_a_corrupted_checkpoint_"
             "writing_nothing",)),
     Mutant("report_renders_before_checking_gl", "mjx_walk/analysis/report.py",
