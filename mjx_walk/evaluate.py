@@ -5,7 +5,10 @@
 
 Evaluates the checkpoint on the run's own panel (from its manifest), writes eval/<step>.json into
 the run folder and prints the per-stratum table. --compare also evaluates another run's newest
-checkpoint on the SAME panel, by the same code, and prints both side by side.
+checkpoint (or a checkpoint folder, runs/<other>/checkpoints/<step>) on the SAME panel, by the same
+code, and prints both side by side. Both checkpoints are verified, and the other policy must
+observe what this panel gives, before anything is evaluated or written; otherwise the command
+refuses with one `error:` line and exit status 2.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ def main(argv: list[str]) -> None:
   Raises:
     SystemExit: status 2 for not exactly one run folder; status 1, with the reason on stderr,
       for a missing run folder, ledger, config or manifest, a malformed ledger, an unknown
-      checkpoint step, or no headless GL backend.
+      checkpoint step or one that fails verification, or (with --videos or --step) no usable
+      offscreen GL backend. Nothing is evaluated or written then.
   """
   cli.quiet_library_logs()
   if len(argv) != 2:

@@ -36,6 +36,7 @@ import pathlib
 import signal
 import threading
 import time
+import traceback
 from typing import Any
 
 from absl import app
@@ -61,12 +62,34 @@ from mjx_walk.run import run_folder
 from mjx_walk.sim import families
 from mjx_walk.sim import robots
 
+
+def _config_file(path: str) -> config_lib.TrainConfig:
+  """`--config=<file>`: the file's get_config(). A file that is missing, has no get_config(), or
+  whose code raises is refused as one `error:` line with exit status 2 (while the flags are
+  parsed, before anything is written), never as a traceback."""
+  try:
+    return config_lib.load_file(path)
+  except Exception as error:  # pylint: disable=broad-except
+    frames = traceback.extract_tb(error.__traceback__)
+    if isinstance(error, ValueError) and frames[-1].name == config_lib.load_file.__name__:
+      cli.refuse(str(error))  # load_file's own: no such file, no get_config(), not a TrainConfig
+    # Anything else comes from the file's own code: named, with the line it came from.
+    lines = [frame.lineno for frame in frames
+             if pathlib.Path(frame.filename).resolve() == pathlib.Path(path).resolve()]
+    if isinstance(error, SyntaxError) and error.lineno:
+      lines.append(error.lineno)
+    where = f"line {lines[-1]}" if lines else "loading it"
+    message = " ".join(f"{type(error).__name__}: {error}".split())
+    cli.refuse(f"--config={path}: {where} raised {message}; a config file must run without error "
+               "and define get_config() returning a TrainConfig")
+
+
 _CONFIG = config_flags.DEFINE_config_dataclass(
     "config",
     config_lib.default(),
     "Run configuration. `--config=path/to/file.py` loads that file's get_config(); "
     "`--config.<field>=value` overrides any field, e.g. --config.ppo.learning_rate=3e-4.",
-    parse_fn=config_lib.load_file,
+    parse_fn=_config_file,
 )
 _RESUME = flags.DEFINE_string(
     "resume", None,
@@ -115,7 +138,9 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
               config: config_lib.TrainConfig, folder: run_folder.RunFolder, run_start: float,
               log: ledger.Ledger, videos: bool) -> dict:
   """Runs the held-out panel, appends the eval record, and writes eval/<update>.json; with
-  `videos`, also saves one traced episode per stratum and renders videos/<update>/."""
+  `videos`, also saves one traced episode per stratum and renders videos/<update>/. Videos that
+  fail to render do not stop the run: the failure is printed and recorded
+  (`report.record_not_rendered`), so that report.md says so."""
   update = int(carry.train.update_step)
   # A host copy: the evaluator runs on this process's first device, not on the mesh.
   params = sharding.to_host(policy_lib.PolicyParams(actor=carry.train.params.actor,
@@ -131,10 +156,14 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
     try:
       rendered = videos_lib.render_videos(folder.root, update, config)
     except Exception as error:  # pylint: disable=broad-except
-      # Pictures never stop a run: the traces are saved and `python -m mjx_walk.report
-      # --videos` renders them later, on a machine with OpenGL.
-      print(f"videos skipped ({type(error).__name__}: {error}); the traces are in "
-            f"{folder.eval_traces_path(update)}", flush=True)
+      # Pictures never stop a run, but their absence is never silent: it is printed, and
+      # recorded in the run folder for report.md to say. The traces are saved, and
+      # `python -m mjx_walk.report --step=<update>` renders them later, on a machine with OpenGL.
+      reason = " ".join(f"{type(error).__name__}: {error}".split())  # one line
+      report.record_not_rendered(folder.root, update, reason)
+      print(f"videos of update {update} NOT rendered ({reason}); report.md says so. The traces "
+            f"are in {folder.eval_traces_path(update)}; render them on a machine with OpenGL "
+            f"with: python -m mjx_walk.report {folder.root} --step={update}", flush=True)
     else:
       print(f"{len(rendered)} videos in {rendered[0].parent} "
             f"({time.perf_counter() - start:.0f} s)", flush=True)
@@ -327,7 +356,8 @@ def _open_run(config: config_lib.TrainConfig, manifest: families.Manifest,
     folder = run_folder.RunFolder.open(run_dir)
     if not checkpoint.steps(folder.root):
       raise checkpoint.CheckpointError(
-          f"--resume={folder.root}: there is no checkpoint in {folder.checkpoints}")
+          f"--resume={folder.root}: there is no checkpoint in {folder.checkpoints}; a resume "
+          "continues from a saved checkpoint, so start a new run (another --run_dir) instead")
   elif run_dir is not None:
     run_folder.RunFolder(pathlib.Path(run_dir)).refuse_existing()
   trainer = trainer_lib.make_trainer(config, manifest=manifest, devices=devices)

@@ -263,6 +263,77 @@ MUTANTS = (
     Mutant("held_out_spawn_off_the_platform", "mjx_walk/sim/families.py",
            "    spawn[\"spawn_offset\"] = tuple(scale * x for x in spawn[\"spawn_offset\"])\n",
            "", TERRAIN_FAMILIES),
+    # Commands' failures made visible and refusals made before anything is written: a video
+    # failure left out of report.md, or not recorded by the run; a --compare run checked only
+    # after this run's evaluation was written, or its observation size never checked; a resume
+    # without checkpoints not refused up front; a config file whose exception escapes; a
+    # malformed ledger or a corrupted checkpoint that escapes a command as a traceback; a report
+    # that evaluates and writes before finding it cannot render.
+    Mutant("videos_failure_not_in_report", "mjx_walk/analysis/report.py",
+           "  for update, reason in missing.items():\n",
+           "  for update, reason in {}.items():\n",
+           ("tests/test_train.py::CommandTest::test_videos_that_could_not_be_rendered_are_said_"
+            "missing_in_the_output_and_the_report",)),
+    Mutant("videos_failure_not_recorded", "mjx_walk/train.py",
+           "      report.record_not_rendered(folder.root, update, reason)\n", "",
+           ("tests/test_train.py::CommandTest::test_videos_that_could_not_be_rendered_are_said_"
+            "missing_in_the_output_and_the_report",)),
+    Mutant("compare_checked_after_write", "mjx_walk/analysis/panel.py",
+           "  theirs = _compared_policy(compare, evaluator) if compare else None\n"
+           "  record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)\n"
+           "  path = run_folder.RunFolder(mine.run_dir).write_eval(record)\n",
+           "  record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)\n"
+           "  path = run_folder.RunFolder(mine.run_dir).write_eval(record)\n"
+           "  theirs = _compared_policy(compare, evaluator) if compare else None\n",
+           ("tests/test_evaluate.py::EvaluateCommandTest::test_a_compare_run_whose_checkpoint_is_"
+            "corrupted_is_refused_before_anything_is_written",
+            "tests/test_evaluate.py::EvaluateCommandTest::test_a_compare_run_that_observes_"
+            "another_size_is_refused_before_anything_is_written")),
+    Mutant("compare_observation_unchecked", "mjx_walk/analysis/panel.py",
+           "  if theirs.observation_spec.shape != spec.shape:\n", "  if False:\n",
+           ("tests/test_evaluate.py::EvaluateCommandTest::test_a_compare_run_that_observes_"
+            "another_size_is_refused_before_anything_is_written",)),
+    Mutant("resume_without_checkpoints_unchecked", "mjx_walk/train.py",
+           "    if not checkpoint.steps(folder.root):\n", "    if False:\n",
+           ("tests/test_train.py::RefusalWithoutATrainedRunTest",)),
+    Mutant("config_file_exception_escapes", "mjx_walk/train.py",
+           "    parse_fn=_config_file,\n", "    parse_fn=config_lib.load_file,\n",
+           ("tests/test_train.py::RefusalWithoutATrainedRunTest",)),
+    Mutant("ledger_command_malformed_escapes", "mjx_walk/ledger.py",
+           "    except (FileNotFoundError, ValueError) as error:\n",
+           "    except FileNotFoundError as error:\n",
+           ("tests/test_ledger.py::test_cli_refuses_a_malformed_ledger_naming_the_file_and_line",)),
+    Mutant("report_command_malformed_escapes", "mjx_walk/report.py",
+           "  except (FileNotFoundError, ValueError, RuntimeError, checkpoint.CheckpointError)",
+           "  except (FileNotFoundError, RuntimeError, checkpoint.CheckpointError)",
+           ("tests/test_report.py::RunReportTest::test_command_refuses_a_malformed_ledger_"
+            "writing_nothing",)),
+    Mutant("report_announces_before_verifying", "mjx_walk/analysis/report.py",
+           "      pol = policy_lib.load(run_dir, step)\n"
+           "      log(f\"evaluating checkpoint {pol.step} with traces...\")\n",
+           "      log(f\"evaluating checkpoint {policy_lib.resolve(run_dir, step)[1]} with "
+           "traces...\")\n"
+           "      pol = policy_lib.load(run_dir, step)\n",
+           ("tests/test_report.py::RunReportTest::test_command_refuses_a_corrupted_checkpoint_"
+            "writing_nothing",)),
+    Mutant("report_renders_before_checking_gl", "mjx_walk/analysis/report.py",
+           "    check_rendering()\n    saved = ", "    saved = ",
+           ("tests/test_report.py::RunReportTest::test_command_without_a_gl_backend_refuses_"
+            "before_evaluating",)),
+    Mutant("evaluate_command_corrupted_escapes", "mjx_walk/evaluate.py",
+           "  except (checkpoint.CheckpointError, ValueError) as error:\n",
+           "  except ValueError as error:\n",
+           ("tests/test_evaluate.py::EvaluateCommandTest::test_refuses_a_corrupted_checkpoint_"
+            "writing_nothing",)),
+    Mutant("export_command_corrupted_escapes", "mjx_walk/export.py",
+           "  except (checkpoint.CheckpointError, ValueError) as error:\n",
+           "  except ValueError as error:\n",
+           ("tests/test_export.py::RefusalTest::test_a_corrupted_checkpoint",)),
+    Mutant("sim2sim_command_corrupted_escapes", "mjx_walk/sim2sim.py",
+           "  except checkpoint.CheckpointError as error:\n    cli.refuse(str(error))\n",
+           "  except ValueError as error:\n    cli.refuse(str(error))\n",
+           ("tests/test_sim2sim.py::Sim2SimCommandTest::test_refuses_a_corrupted_checkpoint_"
+            "writing_nothing",)),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

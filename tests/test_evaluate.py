@@ -6,6 +6,7 @@ for several policies, and the command's output and refusals, run in-process
 
 import json
 import pathlib
+import shutil
 import tempfile
 
 from absl.testing import absltest
@@ -21,6 +22,8 @@ from mjx_walk import train as train_lib
 from mjx_walk.analysis import panel
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
+from mjx_walk.learn import trainer as trainer_lib
+from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
@@ -31,6 +34,36 @@ import commands
 import configs
 
 R = env_lib.ResetReason
+
+
+def flip_policy_bytes(checkpoint_dir: pathlib.Path) -> None:
+  """Flips 4 bytes in the middle of every array data file of a checkpoint's `policy` item (the
+  one a loaded policy reads), as tests/test_checkpoint.py corrupts a train state: the data is
+  zstd-compressed, so the item becomes unreadable or its checksums stop matching."""
+  for victim in (checkpoint_dir / "policy").glob("**/d/*"):
+    data = bytearray(victim.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+    victim.write_bytes(bytes(data))
+
+
+def save_untrained_run(cfg: config_lib.TrainConfig, run_dir: pathlib.Path) -> None:
+  """Saves a run folder of `cfg` with one checkpoint at update 0 whose arrays are zeros. Nothing
+  is trained or compiled: the state's shapes come from `jax.eval_shape`. For refusals that must
+  come before a policy's values are ever used."""
+  trainer = trainer_lib.make_trainer(cfg)
+
+  def zeros(spec):
+    if jax.dtypes.issubdtype(spec.dtype, jax.dtypes.prng_key):
+      return jax.random.wrap_key_data(
+          jnp.zeros(jax.eval_shape(jax.random.key_data, spec).shape, jnp.uint32))
+    return jnp.zeros(spec.shape, spec.dtype)
+
+  carry = jax.tree.map(zeros, jax.eval_shape(trainer.init, jax.random.key(0)))
+  run_folder.RunFolder.create(run_dir, cfg, trainer.manifest)
+  saver = checkpoint.Checkpointer(run_dir, cfg, trainer.manifest)
+  saver.save(carry, wall_seconds=0.0)
+  saver.close()
 
 
 def small_config() -> config_lib.TrainConfig:
@@ -230,18 +263,84 @@ class EvaluateCommandTest(absltest.TestCase):
   def assert_refused(self, ran: commands.Ran, message: str) -> None:
     self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""))
 
-  def test_the_checkpoint_the_training_loop_evaluated_gives_the_same_record(self):
+  def copy_of_the_run(self) -> pathlib.Path:
+    """A copy of the run (eval/4.json and no eval/2.json), for a test that must show that a
+    refused command wrote nothing: `RunFolder.write_eval` keeps an existing record."""
+    copy = pathlib.Path(self.create_tempdir().full_path) / "run"
+    shutil.copytree(self.run_dir, copy)
+    return copy
+
+  def test_a_comparison_prints_both_records_computed_by_the_panel(self):
     # The newest checkpoint (4) was evaluated by the training loop: the command evaluates the
-    # saved policy by the same code and keeps eval/4.json, writing no 4.1.json.
+    # saved policy by the same code and keeps eval/4.json, writing no 4.1.json. It compares with
+    # checkpoint 2 of the same run, whose figures are computed here by the panel evaluator run
+    # directly on its loaded policy. Catches a comparison that evaluates this run's policy twice,
+    # another step than the compared one, or on another panel; and a compared record written
+    # into eval/.
     saved = json.loads(run_folder.RunFolder(self.run_dir).eval_path(4).read_text())
+    compared = self.run_dir / run_folder.CHECKPOINTS / "2"
+    theirs = policy_lib.load(compared)
+    evaluator = panel.make_evaluator(theirs.config, theirs.manifest, theirs.networks)
+    expected = ledger.eval_record(evaluator(theirs.params), update=2,
+                                  env_steps=2 * theirs.config.batch_size, wall_seconds=None)
+    self.assertNotEqual(expected["strata"], saved["strata"])  # the two policies act otherwise
+    before = sorted(p.name for p in (self.run_dir / "eval").iterdir())
     ran = commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}",
-                            f"--compare={self.run_dir}")
+                            f"--compare={compared}")
     self.assertEqual((ran.status, ran.err), (0, ""))
+    names = (str(self.run_dir), str(compared))
     self.assertEqual(ran.out, f"{ledger.format_eval_table(saved)}\n"
                      f"recorded in {self.run_dir / 'eval' / '4.json'}\n"
-                     f"{ledger.format_comparison(saved, saved, (str(self.run_dir),) * 2)}\n")
-    self.assertEqual(sorted(p.name for p in (self.run_dir / "eval").glob("4*.json")),
-                     ["4.json"])
+                     f"{ledger.format_comparison(saved, expected, names)}\n")
+    self.assertEqual(sorted(p.name for p in (self.run_dir / "eval").iterdir()), before)
+
+  def test_a_compare_run_whose_checkpoint_is_corrupted_is_refused_before_anything_is_written(
+      self):
+    # Catches a compare run loaded (and found corrupted) only after this run was evaluated and
+    # eval/2.json written.
+    mine, theirs = self.copy_of_the_run(), self.copy_of_the_run()
+    flip_policy_bytes(theirs / run_folder.CHECKPOINTS / "4")
+    before = commands.folder_digest(mine)
+    ran = commands.run_main(evaluate_cli.main, f"--run_dir={mine}", "--step=2",
+                            f"--compare={theirs}")
+    self.assertEqual((ran.status, ran.out), (2, ""))
+    self.assertRegex(ran.err, rf"^error: --compare={theirs}: checkpoint step 4 at "
+                     rf"{theirs.resolve() / run_folder.CHECKPOINTS / '4'}: "
+                     r"(corrupted:\n    policy/\w+: checksum mismatch|unreadable \()")
+    self.assertEqual(ran.err.count("error:"), 1)
+    self.assertNotIn("Traceback", ran.err)
+    self.assertEqual(commands.folder_digest(mine), before)
+
+  def test_a_compare_run_that_observes_another_size_is_refused_before_anything_is_written(
+      self):
+    # A run without the gait clock observes 2 numbers fewer (its sin and cos). Catches its
+    # observation size checked only after this run was evaluated and eval/2.json written.
+    mine = self.copy_of_the_run()
+    theirs = pathlib.Path(self.create_tempdir().full_path) / "no_clock"
+    save_untrained_run(configs.tiny(env__gait_hz=0.0, reward__gait_phase=0.0), theirs)
+    size = policy_lib.load(mine).observation_spec.shape[0]
+    before = commands.folder_digest(mine)
+    ran = commands.run_main(evaluate_cli.main, f"--run_dir={mine}", "--step=2",
+                            f"--compare={theirs}")
+    self.assertEqual((ran.status, ran.out), (2, ""))
+    self.assertEqual(ran.err, f"error: --compare={theirs}: its policy observes ({size - 2},), but "
+                     f"this run's panel env gives ({size},); only a policy that observes "
+                     f"({size},) can be compared on this panel\n")
+    self.assertEqual(commands.folder_digest(mine), before)
+
+  def test_refuses_a_corrupted_checkpoint_writing_nothing(self):
+    # The newest checkpoint's policy bytes flipped: refused by name, not evaluated, nothing
+    # written (catches a policy read without verifying it).
+    run_dir = self.copy_of_the_run()
+    flip_policy_bytes(run_dir / run_folder.CHECKPOINTS / "4")
+    before = commands.folder_digest(run_dir)
+    ran = commands.run_main(evaluate_cli.main, f"--run_dir={run_dir}")
+    self.assertEqual((ran.status, ran.out), (2, ""))
+    self.assertRegex(ran.err, rf"^error: checkpoint step 4 at "
+                     rf"{run_dir.resolve() / run_folder.CHECKPOINTS / '4'}: "
+                     r"(corrupted:\n    policy/\w+: checksum mismatch|unreadable \()")
+    self.assertEqual(ran.err.count("error:"), 1)
+    self.assertEqual(commands.folder_digest(run_dir), before)
 
   def test_an_older_step_is_evaluated_and_recorded(self):
     ran = commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "--step=2")

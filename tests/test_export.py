@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import logging
 import pathlib
+import shutil
 from unittest import mock
 
 from absl.testing import absltest
@@ -308,6 +309,27 @@ class RefusalTest(absltest.TestCase):
                         f"saved steps: [{STEP}]")
     self.assertEqual(commands.folder_digest(run_dir), before)
     self.assertFalse((run_dir / "export" / "3").exists())
+
+  def test_a_corrupted_checkpoint(self):
+    # The checkpoint's policy bytes flipped (as tests/test_checkpoint.py corrupts one): refused
+    # by name before anything is exported, and nothing is written. Catches a corrupted policy
+    # exported, or a failed verification that escapes as a traceback.
+    run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
+    shutil.copytree(trained_run(), run_dir)
+    newest = run_dir / "checkpoints" / str(STEP)
+    for victim in (newest / "policy").glob("**/d/*"):
+      data = bytearray(victim.read_bytes())
+      middle = len(data) // 2
+      data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+      victim.write_bytes(bytes(data))
+    before = commands.folder_digest(run_dir)
+    ran = commands.run_main(export_cli.main, f"--run_dir={run_dir}")
+    self.assertEqual((ran.status, ran.out), (2, ""))
+    self.assertRegex(ran.err, rf"^error: checkpoint step {STEP} at {newest.resolve()}: "
+                     r"(corrupted:\n    policy/\w+: checksum mismatch|unreadable \()")
+    self.assertEqual(ran.err.count("error:"), 1)
+    self.assertEqual(commands.folder_digest(run_dir), before)
+    self.assertFalse((run_dir / "export").exists())
 
   def test_a_model_that_differs_from_the_policy_is_refused_and_nothing_is_written(self):
     # Both outputs off by 1e-4, ten times the tolerance. Catches a parity check that never

@@ -343,3 +343,33 @@ def test_cli_refuses_a_ledger_without_a_recipe(tmp_path):
   ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"))
   assert (ran.status, ran.out) == (1, "")
   assert ran.err == f"error: {tmp_path / 'a' / ledger.FILENAME} has no recipe record\n"
+
+
+def test_cli_refuses_a_malformed_ledger_naming_the_file_and_line(tmp_path):
+  # A line cut short, and a record of a kind this version does not know: each refused with
+  # status 1, naming the file and line (and the accepted kinds), alone or in a comparison;
+  # nothing is printed or changed. Catches a malformed ledger that escapes as a traceback.
+  write_run(tmp_path / "good")
+  write_run(tmp_path / "cut")
+  cut = tmp_path / "cut" / ledger.FILENAME
+  lines = cut.read_text().splitlines(keepends=True)
+  broken = lines[2][:len(lines[2]) // 2] + "\n"
+  try:
+    json.loads(broken)
+  except json.JSONDecodeError as error:
+    reason = error.msg  # the JSON parser's own words for the cut line
+  cut.write_text("".join(lines[:2] + [broken] + lines[3:]))
+  write_run(tmp_path / "unknown")
+  unknown = tmp_path / "unknown" / ledger.FILENAME
+  with unknown.open("a") as file:
+    file.write('{"kind": "videos", "update": 2}\n')
+  before = commands.folder_digest(tmp_path)
+  for runs, message in (
+      (("cut",), f"{cut}:3: malformed ledger line ({reason})"),
+      (("good", "cut"), f"{cut}:3: malformed ledger line ({reason})"),
+      (("unknown",), f"{unknown}:5: ledger record kind 'videos' is invalid; accepted kinds are "
+                     f"{', '.join(ledger.KINDS)}.")):
+    ran = commands.run_main(ledger_cli.main, *(str(tmp_path / run) for run in runs))
+    assert (ran.status, ran.out) == (1, ""), ran.err
+    assert ran.err == f"error: {message}\n"
+  assert commands.folder_digest(tmp_path) == before

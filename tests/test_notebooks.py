@@ -12,9 +12,11 @@ import pathlib
 import nbclient
 import nbformat
 
+from mjx_walk.analysis import traces as trace_files
 from mjx_walk.run import ledger
 
 import configs
+import pictures
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -74,6 +76,16 @@ def test_quickstart_runs_top_to_bottom(tmp_path):
   images = [out for cell in executed.cells for out in cell.get("outputs", [])
             if "image/png" in out.get("data", {})]
   assert len(images) == 3  # the inline ledger plot, the learning curve and the reward terms
+  # The final evaluation's videos were rendered, one per stratum, each one frame per 2 control
+  # steps (50 Hz control, 25 fps) of its traced episode, and the video cell embedded one.
+  # Catches a rendering failure the run swallows (the cell would print "no videos in ...").
+  saved = trace_files.load_eval_traces(run_dir / "eval" / "6_traces.npz")
+  for s, stratum in enumerate(saved.strata):
+    frames, _ = pictures.read_video(run_dir / "videos" / "6" / f"{stratum}.mp4")
+    assert frames.shape == (-(-int(saved.traces.length[s]) // 2), 48, 64, 3), stratum
+  assert "no videos in" not in printed
+  assert any("<video" in out.get("data", {}).get("text/html", "")
+             for cell in executed.cells for out in cell.get("outputs", []))
 
 
 def _set_parameters(notebook: nbformat.NotebookNode, source: str) -> None:

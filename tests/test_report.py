@@ -4,7 +4,11 @@ command's output and refusals, run in-process (tests/commands.py)."""
 
 import json
 import math
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
 import tempfile
 
 from absl.testing import absltest
@@ -28,6 +32,7 @@ import configs
 import pictures
 import test_plots
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
 ALWAYS_PLOTTED = ("learning_curve", "latest_eval", "reward_terms", "reset_reasons")
 AUDIT_PLOTS = ("contact_events", "fall_histograms")
 
@@ -147,6 +152,63 @@ class RunReportTest(absltest.TestCase):
                      f"{self.run_dir.resolve() / run_folder.CHECKPOINTS}; saved steps: [2, 4]\n")
     self.assertEqual(ran.out, "")
     self.assertEqual(commands.folder_digest(self.run_dir), before)
+
+  def copy_of_the_run(self) -> pathlib.Path:
+    copy = pathlib.Path(self.create_tempdir().full_path) / "run"
+    shutil.copytree(self.run_dir, copy)
+    return copy
+
+  def test_command_refuses_a_malformed_ledger_writing_nothing(self):
+    # A ledger line cut short (a disk that filled up, a hand edit): refused naming the file and
+    # the line, before a plot or the report is rewritten.
+    run_dir = self.copy_of_the_run()
+    path = run_dir / ledger.FILENAME
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1] = lines[1][:len(lines[1]) // 2] + "\n"
+    path.write_text("".join(lines))
+    before = commands.folder_digest(run_dir)
+    ran = commands.run_main(report_cli.main, str(run_dir))
+    self.assertEqual((ran.status, ran.out), (1, ""))
+    self.assertRegex(ran.err, rf"^error: {path}:2: malformed ledger line \([^\n]+\)\n$")
+    self.assertEqual(commands.folder_digest(run_dir), before)
+
+  def test_command_refuses_a_corrupted_checkpoint_writing_nothing(self):
+    # --videos on a run without saved traces evaluates its newest checkpoint, whose policy bytes
+    # are flipped here: refused by name before anything is evaluated, rendered or written.
+    run_dir = self.copy_of_the_run()
+    for traces in (run_dir / run_folder.EVAL).glob(f"*{run_folder.TRACES_SUFFIX}"):
+      traces.unlink()
+    newest = run_dir / run_folder.CHECKPOINTS / "4"
+    for victim in (newest / "policy").glob("**/d/*"):  # as tests/test_checkpoint.py corrupts
+      data = bytearray(victim.read_bytes())
+      middle = len(data) // 2
+      data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+      victim.write_bytes(bytes(data))
+    before = commands.folder_digest(run_dir)
+    ran = commands.run_main(report_cli.main, str(run_dir), "--videos")
+    self.assertEqual((ran.status, ran.out), (1, ""))
+    self.assertRegex(ran.err, rf"^error: checkpoint step 4 at {newest.resolve()}: "
+                     r"(corrupted:\n    policy/\w+: checksum mismatch|unreadable \()")
+    self.assertEqual(ran.err.count("error:"), 1)
+    self.assertEqual(commands.folder_digest(run_dir), before)
+
+  def test_command_without_a_gl_backend_refuses_before_evaluating(self):
+    # A process whose MuJoCo has no GL context (MUJOCO_GL=disable, as a machine without EGL or
+    # OSMesa leaves it) asked to render checkpoint 2, which has no saved traces. Catches a
+    # command that evaluates and writes the traces first and then fails (with a traceback).
+    run_dir = self.copy_of_the_run()
+    before = commands.folder_digest(run_dir)
+    result = subprocess.run(
+        [sys.executable, "-m", "mjx_walk.report", str(run_dir), "--step=2"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env=dict(os.environ, MUJOCO_GL="disable"))
+    self.assertEqual((result.returncode, result.stdout), (1, ""), result.stderr)
+    self.assertEqual(result.stderr, "error: cannot render videos: no offscreen OpenGL context in "
+                     "this process with MUJOCO_GL='disable' (AttributeError: module "
+                     "'mujoco.rendering.classic.gl_context' has no attribute 'GLContext'); set "
+                     "MUJOCO_GL=egl (or osmesa, software) with its libraries installed before "
+                     "mujoco is first imported, or build the report without --videos and --step\n")
+    self.assertEqual(commands.folder_digest(run_dir), before)
 
   def test_command_wants_one_run_folder(self):
     for args in ((), (str(self.run_dir), str(self.run_dir))):

@@ -10,6 +10,7 @@ env's own; the replay against MJX's evaluation of the same checkpoint with MJX's
 import json
 import math
 import pathlib
+import shutil
 import tempfile
 
 from absl.testing import absltest
@@ -484,6 +485,26 @@ class Sim2SimCommandTest(absltest.TestCase):
     self.assert_refused(commands.run_main(sim2sim_cli.main, f"--run_dir={empty}"),
                         f"no checkpoint in {empty / 'checkpoints'}")
     self.assertEqual(commands.folder_digest(self.run_dir), before)
+
+  def test_refuses_a_corrupted_checkpoint_writing_nothing(self):
+    # The newest checkpoint's policy bytes flipped (as tests/test_checkpoint.py corrupts one):
+    # refused by name before anything is exported, replayed or recorded, with either policy.
+    run_dir = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_corrupted_")) / "run"
+    shutil.copytree(self.run_dir, run_dir)
+    newest = run_dir / "checkpoints" / "2"
+    for victim in (newest / "policy").glob("**/d/*"):
+      data = bytearray(victim.read_bytes())
+      middle = len(data) // 2
+      data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+      victim.write_bytes(bytes(data))
+    before = commands.folder_digest(run_dir)
+    for policy in ("onnx", "jax"):
+      ran = commands.run_main(sim2sim_cli.main, f"--run_dir={run_dir}", f"--policy={policy}")
+      self.assertEqual((ran.status, ran.out), (2, ""), policy)
+      self.assertRegex(ran.err, rf"^error: checkpoint step 2 at {newest.resolve()}: "
+                       r"(corrupted:\n    policy/\w+: checksum mismatch|unreadable \()")
+      self.assertEqual(ran.err.count("error:"), 1)
+      self.assertEqual(commands.folder_digest(run_dir), before)
 
 
 if __name__ == "__main__":

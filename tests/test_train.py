@@ -8,6 +8,8 @@ process is its point: nothing is printed while the package imports (a quiet star
 `app.run` turns the refusal into the process's exit status.
 """
 
+import json
+import math
 import pathlib
 import shutil
 import subprocess
@@ -19,15 +21,21 @@ from absl.testing import absltest
 import jax
 import numpy as np
 
+from mjx_walk import report as report_cli
 from mjx_walk import train as train_lib
+from mjx_walk.analysis import report
+from mjx_walk.analysis import traces as trace_files
+from mjx_walk.analysis import videos as videos_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
+from mjx_walk.sim import families
 from mjx_walk.sim import robots
 
 import commands
 import configs
+import pictures
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -40,28 +48,73 @@ def tiny_config(chunks: int = 2, **changes):
   return configs.tiny(chunks, panel__every_chunks=2, checkpoint__every_chunks=1, **changes)
 
 
+# What mujoco.Renderer raises in a process started with MUJOCO_GL=disable.
+NO_GL = AttributeError("module 'mujoco.rendering.classic.gl_context' has no attribute 'GLContext'")
+
+
+def assert_videos(test: absltest.TestCase, run_dir: pathlib.Path, update: int,
+                  config) -> list[pathlib.Path]:
+  """The run rendered one MP4 per stratum of `update`'s traced episodes: each decodes to one
+  frame per `control_hz / video_fps` control steps of its episode, of the configured size.
+  Returns the videos."""
+  saved = trace_files.load_eval_traces(run_folder.RunFolder(run_dir).eval_traces_path(update))
+  every = round(config.env.control_hz / config.report.video_fps)
+  paths = []
+  for s, stratum in enumerate(config.panel.strata):
+    path = run_dir / run_folder.VIDEOS / str(update) / f"{stratum}.mp4"
+    test.assertTrue(path.is_file(), f"{path} was not rendered")
+    frames, fps = pictures.read_video(path)
+    test.assertEqual(frames.shape, (math.ceil(int(saved.traces.length[s]) / every),
+                                    config.report.video_height, config.report.video_width, 3))
+    test.assertEqual(fps, config.report.video_fps)
+    paths.append(path)
+  return paths
+
+
+def assert_refused(test: absltest.TestCase, ran: commands.Ran, pattern: str) -> None:
+  """`ran` is a refusal: exit status 2 and an `error:` message matching `pattern`, with no
+  traceback and no flag help."""
+  test.assertEqual(ran.status, 2, ran.err)
+  test.assertRegex(ran.err, rf"^error: {pattern}")
+  test.assertNotIn("Traceback", ran.err)
+  test.assertNotIn("flags:", ran.err)  # absl's flag help
+
+
 class CommandTest(absltest.TestCase):
-  """One tiny run started from the command line, then the command's refusals next to it."""
+  """One tiny run started from the command line, then the command's refusals next to it.
+
+  The run renders videos after each of its two chunks. The first rendering fails as it does in a
+  process without a GL context (mujoco.Renderer raises what it raises under MUJOCO_GL=disable);
+  the second, at the end of the run, renders.
+  """
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.root = pathlib.Path(tempfile.mkdtemp(prefix="train_command_"))
     cls.run_dir = cls.root / "run"
-    cls.config = tiny_config()
-    cls.ran = commands.run_main(
-        train_lib.main, f"--run_dir={cls.run_dir}", *TINY_FLAGS,
-        f"--config.total_env_steps={cls.config.total_env_steps}",
-        "--config.panel.every_chunks=2", "--config.checkpoint.every_chunks=1")
+    cls.config = tiny_config(report__video_every_chunks=1)
+    renderer = videos_lib.mujoco.Renderer
+    made = []
+
+    def first_without_gl(*args, **kwargs):
+      made.append(None)
+      if len(made) == 1:
+        raise NO_GL
+      return renderer(*args, **kwargs)
+
+    with mock.patch.object(videos_lib.mujoco, "Renderer", side_effect=first_without_gl):
+      cls.ran = commands.run_main(
+          train_lib.main, f"--run_dir={cls.run_dir}", *TINY_FLAGS,
+          f"--config.total_env_steps={cls.config.total_env_steps}",
+          "--config.panel.every_chunks=2", "--config.checkpoint.every_chunks=1",
+          "--config.report.video_every_chunks=1")
 
   def run_main(self, *args: str) -> commands.Ran:
     return commands.run_main(train_lib.main, *args)
 
   def assert_refused(self, ran: commands.Ran, pattern: str) -> None:
-    self.assertEqual(ran.status, 2, ran.err)
-    self.assertRegex(ran.err, rf"^error: {pattern}")
-    self.assertNotIn("Traceback", ran.err)
-    self.assertNotIn("flags:", ran.err)  # absl's flag help
+    assert_refused(self, ran, pattern)
 
   def test_a_new_run_prints_its_progress_and_writes_its_folder(self):
     self.assertEqual((self.ran.status, self.ran.err), (0, ""))
@@ -71,11 +124,19 @@ class CommandTest(absltest.TestCase):
     self.assertEqual(checkpoint.steps(self.run_dir), [2, 4])
     records = ledger.read_run(self.run_dir)
     self.assertEqual([r["update"] for r in ledger.of_kind(records, "update")], [1, 2, 3, 4])
-    evaluation = ledger.latest(records, "eval")
-    self.assertEqual(evaluation["update"], 4)
+    # Evaluated with videos after each chunk (report.video_every_chunks=1).
+    first, evaluation = ledger.of_kind(records, "eval")
+    self.assertEqual((first["update"], evaluation["update"]), (2, 4))
     self.assertTrue(folder.eval_path(4).is_file())
     self.assertTrue(folder.eval_traces_path(4).is_file())
     self.assertTrue(folder.report_path.is_file())
+    # The final evaluation's videos exist, and the report links each one.
+    videos = assert_videos(self, self.run_dir, 4, self.config)
+    text = folder.report_path.read_text()
+    for path in videos:
+      self.assertIn(f"]({run_folder.VIDEOS}/4/{path.name})", text)
+    self.assertRegex(self.ran.out, rf"\n5 videos in {self.run_dir / run_folder.VIDEOS / '4'} "
+                     r"\(\d+ s\)\n")
     lines = self.ran.out.splitlines()
     self.assertEqual(lines[0], f"run folder: {self.run_dir}")
     recipe = ledger.format_recipe(ledger.latest(records, "recipe")).splitlines()
@@ -84,6 +145,8 @@ class CommandTest(absltest.TestCase):
     self.assertLen(progress, 2)
     self.assertIn("(includes compile: ", progress[0])
     self.assertTrue(progress[1].startswith(f"steps {192:>11,}/192  sps"), progress[1])
+    self.assertIn(f"held-out panel at 96 env steps:\n{ledger.format_eval_table(first)}\n",
+                  self.ran.out)
     self.assertIn(f"held-out panel, final policy (192 env steps):\n"
                   f"{ledger.format_eval_table(evaluation)}\n", self.ran.out)
     self.assertTrue(lines[-1].startswith(f"done. config: {folder.config_path}  "), lines[-1])
@@ -183,6 +246,38 @@ class CommandTest(absltest.TestCase):
     self.assertEqual(ran.out.count("trying an older one"), 1)
     self.assertEqual(commands.folder_digest(broken), before)  # nothing moved, rewound or rewritten
 
+  def test_videos_that_could_not_be_rendered_are_said_missing_in_the_output_and_the_report(
+      self):
+    # Catches a rendering failure swallowed silently: the run must go on, say that the videos
+    # of update 2 were not rendered and why, and its report.md must say so too, beside the
+    # videos of update 4 that were rendered.
+    folder = run_folder.RunFolder.open(self.run_dir)
+    reason = f"AttributeError: {NO_GL}"
+    self.assertIn(f"\nvideos of update 2 NOT rendered ({reason}); report.md says so. The traces "
+                  f"are in {folder.eval_traces_path(2)}; render them on a machine with OpenGL "
+                  f"with: python -m mjx_walk.report {self.run_dir} --step=2\n", self.ran.out)
+    self.assertEqual(list(folder.videos_dir(2).glob("*.mp4")), [])
+    self.assertEqual(json.loads((folder.videos_dir(2) / report.NOT_RENDERED_FILENAME).read_text()),
+                     {"update": 2, "reason": reason})
+    text = folder.report_path.read_text()
+    self.assertIn(f"**The videos of update 2 were not rendered**: {reason}. Its traced episodes "
+                  "are in `eval/2_traces.npz`; `python -m mjx_walk.report <run> --step=2` "
+                  "renders them on a machine with OpenGL.", text)
+    self.assertEqual(text.count("not rendered"), 1)  # update 4's were
+    self.assertIn(f"]({run_folder.VIDEOS}/4/flat.mp4)", text)
+
+  def test_the_command_the_run_gives_renders_the_missing_videos(self):
+    # With a GL context, `report --step=2` renders update 2's saved traces, and the report then
+    # links those videos instead of the notice.
+    run_dir = self.root / "rendered-later"
+    shutil.copytree(self.run_dir, run_dir)
+    ran = commands.run_main(report_cli.main, str(run_dir), "--step=2")
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    text = run_folder.RunFolder(run_dir).report_path.read_text()
+    self.assertNotIn("not rendered", text)
+    for path in assert_videos(self, run_dir, 2, self.config):
+      self.assertIn(f"]({run_folder.VIDEOS}/2/{path.name})", text)
+
   def test_resume_falls_back_past_a_corrupted_checkpoint_and_says_so(self):
     flipped = self.root / "flipped"
     shutil.copytree(self.run_dir, flipped)
@@ -206,6 +301,48 @@ class CommandTest(absltest.TestCase):
     self.assertEqual(checkpoint.steps(flipped), [2, 4])
     self.assertEqual(commands.folder_digest(flipped / "checkpoints_unreadable" / "4"),
                      flipped_digest)
+
+
+class RefusalWithoutATrainedRunTest(absltest.TestCase):
+  """Refusals whose inputs need no training: each one `error:` line, exit status 2, nothing
+  written or changed."""
+
+  def test_resume_of_a_folder_without_checkpoints(self):
+    # A run killed before its first checkpoint: refused by name, before anything compiles, and
+    # nothing in the folder changes.
+    empty = pathlib.Path(self.create_tempdir().full_path) / "run"
+    cfg = tiny_config()
+    run_folder.RunFolder.create(empty, cfg, families.make_manifest(cfg))
+    checkpoint.directory(empty).mkdir()
+    before = commands.folder_digest(empty)
+    ran = commands.run_main(train_lib.main, f"--resume={empty}")
+    assert_refused(self, ran, rf"--resume={empty}: there is no checkpoint in "
+                   rf"{checkpoint.directory(empty)}; a resume continues from a saved checkpoint, "
+                   r"so start a new run \(another --run_dir\) instead\n$")
+    self.assertEqual(ran.out, "")
+    self.assertEqual(commands.folder_digest(empty), before)
+
+  def test_a_config_file_that_raises(self):
+    # The file is the user's code: an exception in it, at import or in get_config(), is one
+    # `error:` line naming the file, the line and the exception, while the flags are parsed;
+    # never a traceback, and no run folder is created.
+    files = {  # name: (code, the line that raises, the exception)
+        "raises_in_get_config.py": ("def get_config():\n  raise KeyError('DATA_DIR')\n", 2,
+                                    "KeyError: 'DATA_DIR'"),
+        "raises_at_import.py": ("import os\nSCALE = 1 / 0\n", 2,
+                                "ZeroDivisionError: division by zero"),
+    }
+    root = pathlib.Path(self.create_tempdir().full_path)
+    for name, (code, line, raised) in files.items():
+      path = root / name
+      path.write_text(code)
+      target = root / f"never-{path.stem}"
+      ran = commands.run_main(train_lib.main, f"--config={path}", f"--run_dir={target}")
+      self.assertEqual((ran.status, ran.out), (2, ""), ran.err)
+      self.assertEqual(ran.err, f"error: --config={path}: line {line} raised {raised}; a config "
+                       "file must run without error and define get_config() returning a "
+                       "TrainConfig\n")
+      self.assertFalse(target.exists())
 
 
 class ProcessTest(absltest.TestCase):

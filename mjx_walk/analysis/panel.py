@@ -39,6 +39,7 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import networks
+from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
@@ -315,20 +316,49 @@ def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = No
                         ) -> tuple[dict[str, Any], dict[str, Any] | None, Any]:
   """Evaluates a run's checkpoint (and optionally another run's policy) on the run's panel.
 
+  Everything the evaluation needs is checked first: both policies are loaded and verified, and
+  the other one must observe what this panel's env gives. Only then is anything evaluated or
+  written.
+
   Returns:
     (the run's eval record, the other run's eval record or None, the path of the first in
     <run_dir>/eval/: `RunFolder.write_eval` keeps a record already saved for that step).
+
+  Raises:
+    checkpoint.CheckpointError: either checkpoint is missing or fails verification.
+    ValueError: the other run's policy observes another size than this panel's env gives.
+    Nothing is evaluated or written then.
   """
   mine = policy_lib.load(run_dir, step)
-  evaluator = make_evaluator(mine.config, mine.manifest, mine.networks)
+  evaluator = make_evaluator(mine.config, mine.manifest, mine.networks)  # nothing compiles yet
+  theirs = _compared_policy(compare, evaluator) if compare else None
   record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)
   path = run_folder.RunFolder(mine.run_dir).write_eval(record)
   other = None
-  if compare:
-    theirs = policy_lib.load(compare)
+  if theirs is not None:
     other, _ = evaluate_policy(theirs, mine.config, mine.manifest,
                                evaluator if _acts_as(evaluator, theirs) else None)
   return record, other, path
+
+
+def _compared_policy(compare: str, evaluator: Evaluator) -> policy_lib.Policy:
+  """The policy of `--compare`, loaded, verified, and checked to observe what the panel gives.
+
+  Raises:
+    checkpoint.CheckpointError: it has no checkpoint, or its newest fails verification.
+    ValueError: its observation is another size than the panel env's.
+  """
+  try:
+    theirs = policy_lib.load(compare)
+  except checkpoint.CheckpointError as error:
+    raise checkpoint.CheckpointError(f"--compare={compare}: {error}") from None
+  spec = evaluator.env.observation_spec()["policy"]
+  if theirs.observation_spec.shape != spec.shape:
+    raise ValueError(
+        f"--compare={compare}: its policy observes {theirs.observation_spec.shape}, but this "
+        f"run's panel env gives {spec.shape}; only a policy that observes {spec.shape} can be "
+        "compared on this panel")
+  return theirs
 
 
 def _acts_as(evaluator: Evaluator, pol: policy_lib.Policy) -> bool:

@@ -12,16 +12,25 @@ captions (`mjx_walk.analysis.videos`) and the audit flags in plain words
 (`mjx_walk.analysis.flags`). `build` writes the plots and the report from the files in the run
 folder, after the fact; with videos it first renders saved evaluation traces
 (`mjx_walk.analysis.traces`), or evaluates a checkpoint with traces (`evaluate_with_traces`).
+
+Videos that could not be rendered are never left unsaid: the training loop records why in
+`videos/<update>/not_rendered.json` (`record_not_rendered`), and the report's Videos section
+says, for each such update not rendered since, that its videos are missing, why, and the command
+that renders them. The report command checks that this process can render (`check_rendering`)
+before a videos errand evaluates or writes anything.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 from typing import Any
 from typing import Callable
 from typing import Sequence
+
+import mujoco
 
 from mjx_walk import config as config_lib
 from mjx_walk.analysis import flags as flags_lib
@@ -76,6 +85,55 @@ def _videos(run_dir: pathlib.Path, update: int | None) -> tuple[int, dict[str, A
     return None
   update = max(found) if update is None else update
   return update, json.loads(found[update].read_text())["videos"]
+
+
+NOT_RENDERED_FILENAME = "not_rendered.json"
+"""In `videos/<update>/`: why the videos of that update were not rendered."""
+
+
+def record_not_rendered(run_dir: pathlib.Path | str, update: int, reason: str) -> pathlib.Path:
+  """Records that the videos of `update` were not rendered, and why, for the report to say.
+
+  Returns:
+    The file written, `videos/<update>/not_rendered.json`.
+  """
+  folder = run_folder.RunFolder(pathlib.Path(run_dir)).videos_dir(update)
+  folder.mkdir(parents=True, exist_ok=True)
+  path = folder / NOT_RENDERED_FILENAME
+  path.write_text(json.dumps({"update": update, "reason": reason}, indent=1))
+  return path
+
+
+def _not_rendered(run_dir: pathlib.Path) -> dict[int, str]:
+  """{update: why} of the updates whose videos were not rendered (and have not been since)."""
+  notes = run_folder.RunFolder(run_dir).videos_dir().glob(f"*/{NOT_RENDERED_FILENAME}")
+  return {int(p.parent.name): json.loads(p.read_text())["reason"]
+          for p in sorted(notes, key=lambda p: int(p.parent.name))
+          if p.parent.name.isdigit()
+          and not (p.parent / videos_lib.CAPTIONS_FILENAME).is_file()}
+
+
+def check_rendering() -> None:
+  """Refuses, saying why and what to set, when this process cannot render offscreen.
+
+  Opens (and closes) a tiny offscreen context, as the videos will.
+
+  Raises:
+    RuntimeError: MuJoCo has no usable headless GL backend in this process (`MUJOCO_GL`
+      unset without a display, `disable`, or a backend whose libraries are missing).
+  """
+  videos_lib.check_gl()
+  try:
+    renderer = mujoco.Renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), height=8, width=8)
+  except Exception as error:  # pylint: disable=broad-except
+    # MuJoCo raises AttributeError (MUJOCO_GL=disable), mujoco.FatalError (no GL platform
+    # library) or the backend's own errors.
+    raise RuntimeError(
+        f"cannot render videos: no offscreen OpenGL context in this process with "
+        f"MUJOCO_GL={os.environ.get('MUJOCO_GL')!r} ({type(error).__name__}: {error}); set "
+        "MUJOCO_GL=egl (or osmesa, software) with its libraries installed before mujoco is "
+        "first imported, or build the report without --videos and --step") from None
+  renderer.close()
 
 
 def _flags_section(records: Sequence[dict[str, Any]], config: config_lib.TrainConfig
@@ -139,9 +197,16 @@ def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
       lines.append(f"_{plot.note}_")
     lines.append("")
   lines += ["## Videos", ""]
+  missing = _not_rendered(run_dir)
+  for update, reason in missing.items():
+    lines += [f"**The videos of update {update} were not rendered**: {reason}. Its traced "
+              f"episodes are in `{run_folder.EVAL}/{update}{run_folder.TRACES_SUFFIX}`; "
+              f"`python -m mjx_walk.report <run> --step={update}` renders them on a machine "
+              "with OpenGL.", ""]
   videos = _videos(run_dir, video_update)
   if videos is None:
-    lines += ["No videos yet: `python -m mjx_walk.report <run> --videos` renders them.", ""]
+    if not missing:
+      lines += ["No videos yet: `python -m mjx_walk.report <run> --videos` renders them.", ""]
   else:
     video_update, captions = videos
     lines += [f"One held-out episode per stratum, policy of update {video_update} "
@@ -167,24 +232,15 @@ class Built:
   traces: pathlib.Path | None
 
 
-def evaluate_with_traces(run_dir: pathlib.Path | str, step: int | None
-                         ) -> tuple[dict[str, Any], pathlib.Path]:
-  """Evaluates a checkpoint on the run's own panel and saves its traces.
-
-  Args:
-    run_dir: the run folder.
-    step: the checkpoint's update step; None for the newest.
+def evaluate_with_traces(pol: policy_lib.Policy) -> tuple[dict[str, Any], pathlib.Path]:
+  """Evaluates a loaded checkpoint's policy on its run's own panel and saves its traces.
 
   Returns:
     (the eval record, not written to the ledger; the traces file,
-    `eval/<step>_traces.npz`).
-
-  Raises:
-    checkpoint.CheckpointError: no such checkpoint, naming the step and the saved ones.
+    `eval/<step>_traces.npz` of the policy's run).
   """
-  pol = policy_lib.load(run_dir, step)
   record, traces = panel.evaluate_policy(pol, pol.config, pol.manifest)
-  return record, trace_files.save_eval_traces(run_dir, pol.step, traces, pol.manifest)
+  return record, trace_files.save_eval_traces(pol.run_dir, pol.step, traces, pol.manifest)
 
 
 def build(run_dir: pathlib.Path | str, videos: bool = False, step: int | None = None,
@@ -201,7 +257,10 @@ def build(run_dir: pathlib.Path | str, videos: bool = False, step: int | None = 
   Raises:
     FileNotFoundError: no run folder, ledger, config or manifest there, naming the path.
     ValueError: a malformed ledger line.
-    checkpoint.CheckpointError: `step` names no checkpoint of the run.
+    checkpoint.CheckpointError: `step` names no checkpoint of the run, or it fails
+      verification.
+    RuntimeError: videos were asked for and this process cannot render (`check_rendering`).
+    Each is raised before anything is evaluated or written.
   """
   run_dir = pathlib.Path(run_dir)
   records = ledger.read_run(run_dir)
@@ -210,20 +269,23 @@ def build(run_dir: pathlib.Path | str, videos: bool = False, step: int | None = 
   manifest = folder.read_manifest()
   rendered, traces, update = [], None, None
   if videos or step is not None:
+    check_rendering()
     saved = trace_files.eval_trace_updates(run_dir)
     if step is not None and step in saved:
       update = step
     elif step is None and saved:
       update = saved[-1]
     else:
-      _, step = policy_lib.resolve(run_dir, step)  # refuses an unknown step before any work
-      log(f"evaluating checkpoint {step} with traces...")
-      record, _ = evaluate_with_traces(run_dir, step)
+      # An unknown step, or a checkpoint that fails verification, is refused before any work.
+      pol = policy_lib.load(run_dir, step)
+      log(f"evaluating checkpoint {pol.step} with traces...")
+      record, _ = evaluate_with_traces(pol)
       update = record["update"]
       log(ledger.format_eval_table(record))
     traces = folder.eval_traces_path(update)
     log(f"rendering the traced episodes of update {update}...")
     rendered = videos_lib.render_videos(run_dir, update, config)
+    (folder.videos_dir(update) / NOT_RENDERED_FILENAME).unlink(missing_ok=True)  # rendered now
   plots = plots_lib.make_plots(run_dir, records, config)
   path = write_report(run_dir, records, config, manifest, plots, video_update=update)
   return Built(report=path, plots=plots, videos=rendered, traces=traces)
