@@ -27,9 +27,9 @@ import conftest
 
 
 def trained_config() -> config_lib.TrainConfig:
-  """The shared run's config: 2 chunks of the tiny config, checkpointed and evaluated after
-  each (checkpoints and evaluations at updates 2 and 4, videos with the last)."""
-  return configs.tiny(2, panel__every_chunks=1, checkpoint__every_chunks=1)
+  """The shared run's config: 2 chunks of the tiny config, checkpointed after each (updates 2
+  and 4) and evaluated after the second (eval/4.json)."""
+  return configs.tiny(2, panel__every_chunks=2, checkpoint__every_chunks=1)
 
 
 def trained(prefix: str) -> pathlib.Path:

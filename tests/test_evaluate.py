@@ -7,7 +7,6 @@ for several policies, and the command's output and refusals, run in-process
 import json
 import pathlib
 import shutil
-import tempfile
 
 from absl.testing import absltest
 import chex
@@ -18,7 +17,6 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk import evaluate as evaluate_cli
-from mjx_walk import train as train_lib
 from mjx_walk.analysis import panel
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
@@ -32,6 +30,7 @@ from mjx_walk.sim import families
 
 import commands
 import configs
+import runs
 
 R = env_lib.ResetReason
 
@@ -256,9 +255,7 @@ class EvaluateCommandTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    root = pathlib.Path(tempfile.mkdtemp(prefix="evaluate_command_"))
-    cls.run_dir = train_lib.run(configs.tiny(panel__every_chunks=2, checkpoint__every_chunks=1),
-                                root / "run")
+    cls.run_dir = runs.trained("evaluate_command_")
 
   def assert_refused(self, ran: commands.Ran, message: str) -> None:
     self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""))

@@ -9,14 +9,11 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
 
 from absl.testing import absltest
 import numpy as np
 
-from mjx_walk import config as config_lib
 from mjx_walk import report as report_cli
-from mjx_walk import train as train_lib
 from mjx_walk.analysis import plots as plots_lib
 from mjx_walk.analysis import report
 from mjx_walk.analysis import traces as trace_files
@@ -29,6 +26,7 @@ from mjx_walk.sim import families
 
 import commands
 import configs
+import runs
 import pictures
 import test_plots
 
@@ -37,20 +35,15 @@ ALWAYS_PLOTTED = ("learning_curve", "latest_eval", "reward_terms", "reset_reason
 AUDIT_PLOTS = ("contact_events", "fall_histograms")
 
 
-def tiny_config() -> config_lib.TrainConfig:
-  """Two chunks of 8 envs, 5-step episodes (so episodes end), a 5-env panel of 5-step episodes."""
-  return configs.tiny(panel__every_chunks=1, checkpoint__every_chunks=1)
-
-
 class RunReportTest(absltest.TestCase):
   """One small real run, trained once; the report with videos built once from it."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.config = tiny_config()
-    cls.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="report_fixture_"))
-    train_lib.run(cls.config, cls.run_dir)
+    # Two chunks of 8 envs, 5-step episodes (so episodes end), a 5-env panel of 5-step episodes.
+    cls.config = runs.trained_config()
+    cls.run_dir = runs.trained("report_fixture_")
     cls.records = ledger.read_run(cls.run_dir)
     # The run saved no traces, so --videos evaluates its newest checkpoint with traces.
     cls.built = report.build(cls.run_dir, videos=True, log=lambda *_: None)
