@@ -27,6 +27,14 @@ def with_changes(**changes) -> config_lib.TrainConfig:
   return cfg
 
 
+def quiet() -> config_lib.TrainConfig:
+  """The default config with no reset perturbation and no observation noise, and joint-limit
+  terminations on: every env starts exactly in the standing pose. tests/test_env.py,
+  test_families.py and test_audit.py step 4 envs of it, so they share its compiled programs."""
+  return with_changes(env__init_joint_noise=0.0, env__init_velocity_noise=0.0,
+                      env__obs_noise_scale=0.0, env__terminate_on_joint_limit=True)
+
+
 def tiny(chunks: int = 2, **changes) -> config_lib.TrainConfig:
   """`chunks` chunks of 2 updates of 8 envs x 6 steps, 4 families, a 5-env panel of 5-step
   episodes and (16, 16) networks; `changes` as in `with_changes`."""

@@ -18,6 +18,8 @@ from mjx_walk.learn import audit
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 
+import configs
+
 R = env_lib.ResetReason
 _ = False
 X = True
@@ -282,19 +284,13 @@ class PickTracesTest(chex.TestCase):
 
 
 @functools.lru_cache(maxsize=None)
-@functools.lru_cache(maxsize=None)
 def _quiet_env() -> env_lib.LocomotionEnv:
   """No reset perturbation, no observation noise: starts exactly in the standing pose.
 
   The same env as tests/test_env.py's (joint-limit terminations on), so that the compiled
   programs of 4 such envs are shared through the compilation cache.
   """
-  cfg = config_lib.default()
-  cfg.env.init_joint_noise = 0.0
-  cfg.env.init_velocity_noise = 0.0
-  cfg.env.obs_noise_scale = 0.0
-  cfg.env.terminate_on_joint_limit = True
-  return env_lib.LocomotionEnv(cfg)
+  return env_lib.LocomotionEnv(configs.quiet())
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,6 +14,8 @@ from mjx_walk import config as config_lib
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 
+import configs
+
 NUM_ENVS = 4
 
 
@@ -35,13 +37,11 @@ def _jitted(env: env_lib.LocomotionEnv):
   return jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
 
 
+@functools.lru_cache(maxsize=None)
 def _quiet_env() -> env_lib.LocomotionEnv:
-  """No reset perturbation, no observation noise: starts exactly in the standing pose.
-
-  Joint-limit terminations are on too, so one compiled env serves most tests.
-  """
-  return _env(init_joint_noise=0.0, init_velocity_noise=0.0, obs_noise_scale=0.0,
-              terminate_on_joint_limit=True)
+  """`configs.quiet()`: no reset perturbation, no observation noise, joint-limit terminations
+  on; one compiled env for most tests here and in test_families.py and test_audit.py."""
+  return env_lib.LocomotionEnv(configs.quiet())
 
 
 def _keys(n: int = NUM_ENVS, seed: int = 0) -> jax.Array:
@@ -60,10 +60,19 @@ def _families(n: int = NUM_ENVS) -> families.FamilyParams:
 
 
 def _flat_families(n: int = NUM_ENVS) -> families.FamilyParams:
-  """Env i's family among the evaluation panel's nominal `flat` families; leaves [n, ...]."""
+  """Env i's family among the evaluation panel's nominal `flat` families; leaves [n, ...].
+
+  Their command schedules are padded to the training panel's length with entries that never
+  start (time +inf), which leaves every command as it was and feeds the same compiled step as
+  the training families.
+  """
   manifest = _manifest()
-  flat = [f for f in manifest.eval_families if f.stratum == "flat"]
-  return families.for_envs(families.stack_params(flat), n)
+  flat = families.for_envs(families.stack_params(
+      [f for f in manifest.eval_families if f.stratum == "flat"]), n)
+  pad = _families(n).command_times.shape[-1] - flat.command_times.shape[-1]
+  return flat.replace(
+      command_times=jnp.pad(flat.command_times, ((0, 0), (0, pad)), constant_values=jnp.inf),
+      commands=jnp.concatenate([flat.commands, jnp.repeat(flat.commands[:, -1:], pad, 1)], 1))
 
 
 def _reset(reset, seed: int = 0):
