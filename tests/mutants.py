@@ -74,8 +74,8 @@ TERRAIN_WRAP = ("tests/test_terrain.py::EnvTerrainTest::test_a_robot_one_tile_aw
 TERRAIN_FAMILIES = ("tests/test_terrain.py::FamiliesTest",)
 PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
                "signals_restores_and_resumes_bit_for_bit",)
-CONTACT_WIRING = ("tests/test_trainer.py::CollectTest::test_the_audit_counts_the_rollouts_"
-                  "contacts_and_resets",)
+FIRST_UPDATE_AUDIT = ("tests/test_trainer.py::CollectTest::test_the_audit_counts_the_rollouts_"
+                      "contacts_resets_and_families",)
 TRUNCATE = ("tests/test_ledger.py::TestTruncateAfter",
             "tests/test_checkpoint.py::ResumeTest::test_two_plus_two_equals_four")
 RAW_OBSERVATIONS = ("tests/test_trainer.py::RawObservationTest",)
@@ -280,14 +280,14 @@ MUTANTS = (
            "        last_contact=state.task.last_contact,\n",
            "        contact=state.task.last_contact,\n"
            "        last_contact=jnp.where(finite, feet.contact, state.task.last_contact),\n",
-           CONTACT_WIRING),
+           FIRST_UPDATE_AUDIT),
     Mutant("audit_contacts_swapped", "mjx_walk/learn/audit.py",
            "      signals.contact, signals.last_contact, signals.foot_speed, signals.air_time,\n",
            "      signals.last_contact, signals.contact, signals.foot_speed, signals.air_time,\n",
-           CONTACT_WIRING),
+           FIRST_UPDATE_AUDIT),
     Mutant("rollout_signals_one_step_late", "mjx_walk/learn/trainer.py",
            "      signals=next_env.signals,\n", "      signals=env_state.signals,\n",
-           CONTACT_WIRING),
+           FIRST_UPDATE_AUDIT),
     Mutant("ledger_keeps_one_record_too_many", "mjx_walk/run/ledger.py",
            "record.get(\"update\", 0) <= update\n", "record.get(\"update\", 0) <= update + 1\n",
            TRUNCATE),
@@ -306,7 +306,7 @@ MUTANTS = (
     Mutant("effective_families_max", "mjx_walk/learn/trainer.py",
            "  fewest_effective = jnp.min(loss_metrics.pop(\"sync/effective_families\"))",
            "  fewest_effective = jnp.max(loss_metrics.pop(\"sync/effective_families\"))",
-           TWO_CHUNKS),
+           FIRST_UPDATE_AUDIT),
     Mutant("std_mean_reads_the_mean", "mjx_walk/learn/trainer.py",
            "traj.policy_obs[0, :1])[1])", "traj.policy_obs[0, :1])[0])", TWO_CHUNKS),
     Mutant("compare_evaluates_this_run", "mjx_walk/analysis/panel.py",

@@ -378,11 +378,12 @@ class CollectTest(chex.TestCase):
       self.assertTrue(traj.early_end[t, env])
       self.assertEqual(int(early_ends.reason[t, s]), int(traj.reset_reason[t, env]))
 
-  def test_the_audit_counts_the_rollouts_contacts_and_resets(self):
+  def test_the_audit_counts_the_rollouts_contacts_resets_and_families(self):
     """Catches contact signals wired the wrong way round or a step late between the env, the
     rollout and the audit: `contact` and `last_contact` swapped (in the env's signals or in the
     audit's inputs) count touchdowns as lift-offs and read the ground shares at the start of the
-    step. Also catches reset and reward shares that are not the rollout's.
+    step. Also catches reset and reward shares that are not the rollout's, and family mixing
+    that is not the fewest over every epoch's minibatches.
 
     The reference: each foot's contact is its sphere's lowest point within
     `env.foot_contact_distance` of the floor, read from the physics state at the start of the
@@ -399,6 +400,7 @@ class CollectTest(chex.TestCase):
     on_ground = lambda data: (np.asarray(data.geom_xpos)[:, feet, 2] - radius
                               < cfg.env.foot_contact_distance)  # [N, F]
     start = on_ground(carry.env.data)
+    key_before = jax.random.wrap_key_data(np.array(jax.random.key_data(carry.train.key)))
     after, traj, _ = jax.device_get(trainer.collect(carry))
     contact = np.asarray(traj.signals.contact)  # [T, N, F], at the end of each step
     last = np.asarray(traj.signals.last_contact)  # [T, N, F], at its start
@@ -413,8 +415,9 @@ class CollectTest(chex.TestCase):
       np.testing.assert_array_equal(last[t + 1][~done[t]], contact[t][~done[t]],
                                     err_msg=f"step {t + 1}")
 
-    _, metrics = trainer.train_chunk(carry)  # donates `carry`
-    first = {key: np.asarray(value)[0] for key, value in jax.device_get(metrics).items()}
+    carry, metrics = trainer.train_chunk(carry)  # donates the carry it is given
+    metrics = jax.device_get(metrics)
+    first = {key: np.asarray(value)[0] for key, value in metrics.items()}
     touchdowns, liftoffs = np.sum(contact & ~last), np.sum(~contact & last)
     self.assertNotEqual(touchdowns, liftoffs)
     self.assertEqual(first["contact/touchdowns"], touchdowns)
@@ -433,6 +436,12 @@ class CollectTest(chex.TestCase):
     total = sum(magnitude.values())
     for name, value in magnitude.items():
       self.assertAlmostEqual(first[f"reward_share/{name}"], value / total, delta=1e-5, msg=name)
+    # Family mixing of both updates, the fewest over 2 epochs of 2 minibatches each.
+    key_after, fewest, effective = _expected_family_mixing(key_before, cfg, cfg.updates_per_chunk)
+    np.testing.assert_array_equal(jax.random.key_data(key_after),
+                                  jax.random.key_data(carry.train.key))
+    np.testing.assert_array_equal(metrics["families/min_per_minibatch"], fewest)
+    np.testing.assert_allclose(metrics["sync/min_effective_families"], effective, rtol=1e-6)
 
 
 class RawObservationTest(absltest.TestCase):
