@@ -74,6 +74,13 @@ TERRAIN_WRAP = ("tests/test_terrain.py::EnvTerrainTest::test_a_robot_one_tile_aw
 TERRAIN_FAMILIES = ("tests/test_terrain.py::FamiliesTest",)
 PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
                "signals_restores_and_resumes_bit_for_bit",)
+FIRST_UPDATE_AUDIT = ("tests/test_trainer.py::CollectTest::test_the_audit_counts_the_rollouts_"
+                      "contacts_resets_and_families",)
+TRUNCATE = ("tests/test_ledger.py::TestTruncateAfter",
+            "tests/test_checkpoint.py::ResumeTest::test_two_plus_two_equals_four")
+RAW_OBSERVATIONS = ("tests/test_trainer.py::RawObservationTest",)
+TWO_CHUNKS = ("tests/test_trainer.py::TrainerTest::test_two_chunks",)
+EVALUATE_CHECKPOINT = ("tests/test_checkpoint.py::SaveRestoreTest::test_evaluate_a_checkpoint",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,6 +341,48 @@ MUTANTS = (
            "  except ValueError as error:\n    cli.refuse(str(error))\n",
            ("tests/test_sim2sim.py::Sim2SimCommandTest::test_refuses_a_corrupted_checkpoint_"
             "writing_nothing",)),
+    # Assertions that can fail (issue 23): contact signals swapped or a step late between the
+    # env, the rollout and the audit; the ledger rewound on a resume one record too far either
+    # way; ppo.normalize_observations=False ignored by the normalizer's update or by what the
+    # networks see; family mixing counted by time step or reduced by max; the policy std read
+    # from the action mean; a compare that evaluates this run's policy again.
+    Mutant("env_signals_contacts_swapped", "mjx_walk/sim/env.py",
+           "        contact=jnp.where(finite, feet.contact, state.task.last_contact),\n"
+           "        last_contact=state.task.last_contact,\n",
+           "        contact=state.task.last_contact,\n"
+           "        last_contact=jnp.where(finite, feet.contact, state.task.last_contact),\n",
+           FIRST_UPDATE_AUDIT),
+    Mutant("audit_contacts_swapped", "mjx_walk/learn/audit.py",
+           "      signals.contact, signals.last_contact, signals.foot_speed, signals.air_time,\n",
+           "      signals.last_contact, signals.contact, signals.foot_speed, signals.air_time,\n",
+           FIRST_UPDATE_AUDIT),
+    Mutant("rollout_signals_one_step_late", "mjx_walk/learn/trainer.py",
+           "      signals=next_env.signals,\n", "      signals=env_state.signals,\n",
+           FIRST_UPDATE_AUDIT),
+    Mutant("ledger_keeps_one_record_too_many", "mjx_walk/run/ledger.py",
+           "record.get(\"update\", 0) <= update\n", "record.get(\"update\", 0) <= update + 1\n",
+           TRUNCATE),
+    Mutant("ledger_drops_the_checkpoints_update", "mjx_walk/run/ledger.py",
+           "record.get(\"update\", 0) <= update\n", "record.get(\"update\", 0) < update\n",
+           TRUNCATE),
+    Mutant("normalizer_updated_regardless", "mjx_walk/learn/trainer.py",
+           "  if parts.config.ppo.normalize_observations:\n", "  if True:\n", RAW_OBSERVATIONS),
+    Mutant("observations_normalized_regardless", "mjx_walk/learn/trainer.py",
+           "  if not parts.config.ppo.normalize_observations:\n", "  if False:\n",
+           RAW_OBSERVATIONS),
+    Mutant("families_counted_by_time_step", "mjx_walk/learn/trainer.py",
+           "  family = (first_env + samples % num_envs) % num_families  # [M, B]\n",
+           "  family = (first_env + samples // num_envs) % num_families  # [M, B]\n",
+           TWO_CHUNKS),
+    Mutant("effective_families_max", "mjx_walk/learn/trainer.py",
+           "  fewest_effective = jnp.min(loss_metrics.pop(\"sync/effective_families\"))",
+           "  fewest_effective = jnp.max(loss_metrics.pop(\"sync/effective_families\"))",
+           FIRST_UPDATE_AUDIT),
+    Mutant("std_mean_reads_the_mean", "mjx_walk/learn/trainer.py",
+           "traj.policy_obs[0, :1])[1])", "traj.policy_obs[0, :1])[0])", TWO_CHUNKS),
+    Mutant("compare_evaluates_this_run", "mjx_walk/analysis/panel.py",
+           "theirs = policy_lib.load(compare)", "theirs = policy_lib.load(run_dir, step)",
+           EVALUATE_CHECKPOINT),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

@@ -252,14 +252,27 @@ class SaveRestoreTest(absltest.TestCase):
       policy_lib.load(run_dir / "nowhere")
 
   def test_evaluate_a_checkpoint(self):
+    """Catches an evaluation that reads another checkpoint than the one asked for, a `compare`
+    that loads the wrong policy (or evaluates this run's again) or another panel, and an eval
+    file that does not hold the record."""
     run_dir = pathlib.Path(self.create_tempdir().full_path)
     self._save_two(run_dir)
-    record, other, path = panel.evaluate_checkpoint(str(run_dir), None,
-                                                       compare=str(run_dir))
+    # Compared with another policy: this run's untrained one, at update 0.
+    compare = checkpoint.directory(run_dir) / "0"
+    record, other, path = panel.evaluate_checkpoint(str(run_dir), None, compare=str(compare))
     self.assertEqual(record["update"], 2)
+    self.assertEqual(other["update"], 0)
     self.assertEqual(record["panel_hash"], self.trainer.manifest.panel_hash)
+    self.assertEqual(other["panel_hash"], self.trainer.manifest.panel_hash)
     self.assertEqual(sorted(record["strata"]), sorted(self.config.panel.strata))
-    self.assertEqual(other["strata"], record["strata"])  # same policy, same panel, same numbers
+    # The expectation: the panel run on each policy's parameters as the trainer held them in
+    # memory, read from no file, on this run's panel.
+    evaluator = panel.make_evaluator(self.config, self.trainer.manifest, self.trainer.networks)
+    in_memory = lambda carry: evaluator(policy_lib.PolicyParams(
+        actor=carry.train.params.actor, normalizer=carry.train.normalizer))["strata"]
+    self.assertEqual(record["strata"], in_memory(self.carry))
+    self.assertEqual(other["strata"], in_memory(self.first))
+    self.assertNotEqual(other["strata"], record["strata"])  # the two policies act differently
     self.assertEqual(path, run_dir / "eval" / "2.json")
     saved = json.loads(path.read_text())
     self.assertEqual(saved["strata"], record["strata"])
@@ -284,7 +297,23 @@ class ResumeTest(absltest.TestCase):
     root = pathlib.Path(self.create_tempdir().full_path)
     split, straight = root / "split", self.straight
     train_lib.run(tiny_config(chunks=2), split)
+    # Killed after its checkpoint at update 4, the run had written updates 5 and 6 (the straight
+    # run's records of them) and half a line. Catches a resume that keeps a record past its
+    # checkpoint (written twice once resumed), drops the checkpoint's own update or evaluation,
+    # or rewrites the records it keeps.
+    kept = (split / ledger.FILENAME).read_text()
+    past = [line for line in (straight / ledger.FILENAME).read_text().splitlines(keepends=True)
+            if json.loads(line)["kind"] == "update" and json.loads(line)["update"] in (5, 6)]
+    self.assertLen(past, 2)
+    torn = past[0][:40]
+    (split / ledger.FILENAME).write_text(kept + "".join(past) + torn)
     train_lib.run(tiny_config(chunks=4), split, resume=True)
+    self.assertEqual((split / run_folder.DROPPED_LEDGER).read_text(), "".join(past) + torn + "\n")
+    text = (split / ledger.FILENAME).read_text()
+    self.assertEqual(text[:len(kept)], kept)  # byte for byte
+    appended = [json.loads(line) for line in text[len(kept):].splitlines()]
+    self.assertEqual([(r["kind"], r.get("update")) for r in appended],
+                     [("recipe", None)] + [("update", u) for u in range(5, 9)] + [("eval", 8)])
 
     abstract = jax.eval_shape(
         trainer_lib.make_trainer(tiny_config()).init, jax.random.key(0))

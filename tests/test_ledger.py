@@ -373,3 +373,49 @@ def test_cli_refuses_a_malformed_ledger_naming_the_file_and_line(tmp_path):
     assert (ran.status, ran.out) == (1, ""), ran.err
     assert ran.err == f"error: {message}\n"
   assert commands.folder_digest(tmp_path) == before
+
+
+class TestTruncateAfter:
+  """`ledger.truncate_after`, which a resume (`mjx_walk.train`) calls to rewind the ledger to the
+  checkpoint it restored. Catches a rewind that keeps a record past the checkpoint (the resumed
+  run would write that update twice), drops the checkpoint's own update or its evaluation, drops
+  the run's history (recipes, divergences), rewrites a kept line, or deletes instead of moving."""
+
+  # A run killed after its checkpoint at update 2: it wrote updates 3 and 4, an evaluation at 4
+  # and half a line. Written out by hand, as `Ledger.write` writes (one JSON object a line).
+  BEFORE = ('{"kind": "recipe", "seed": 0}\n',
+            '{"kind": "update", "update": 1, "episode/return": null}\n',
+            '{"kind": "update", "update": 2, "episode/return": 2.5}\n',
+            '{"kind": "eval", "update": 2, "strata": {"flat": {"success_rate": 0.5}}}\n')
+  # Past the checkpoint: a divergence (history, kept) among records that are dropped.
+  AFTER = ('{"kind": "update", "update": 3, "episode/return": 3.5}\n',
+           '{"kind": "divergence", "update": 4, "quantities": ["loss/total"]}\n',
+           '{"kind": "update", "update": 4, "episode/return": 4.5}\n',
+           '{"kind": "eval", "update": 4, "strata": {"flat": {"success_rate": 1.0}}}\n',
+           '{"kind": "update", "upd')  # torn by the kill: no newline, not JSON
+
+  def test_drops_the_records_past_the_checkpoint_and_keeps_the_rest_byte_for_byte(self, tmp_path):
+    path, dropped = tmp_path / ledger.FILENAME, tmp_path / "ledger.dropped.jsonl"
+    path.write_text("".join(self.BEFORE + self.AFTER))
+    dropped.write_text('{"kind": "update", "update": 9}\n')  # from an earlier resume: kept
+    moved = ledger.truncate_after(path, 2, dropped)
+    assert moved == 4  # updates 3 and 4, the evaluation at 4, the torn line
+    assert path.read_text() == "".join(self.BEFORE) + self.AFTER[1]
+    assert dropped.read_text() == ('{"kind": "update", "update": 9}\n' + self.AFTER[0]
+                                   + "".join(self.AFTER[2:4]) + self.AFTER[4] + "\n")
+    # The resumed run appends from there: update 3 follows the checkpoint's records.
+    with ledger.Ledger(path) as book:
+      book.write({"kind": "update", "update": 3, "episode/return": 3.25})
+    assert [(r["kind"], r.get("update")) for r in ledger.read(path)] == [
+        ("recipe", None), ("update", 1), ("update", 2), ("eval", 2), ("divergence", 4),
+        ("update", 3)]
+
+  def test_nothing_past_the_checkpoint_leaves_the_files_alone(self, tmp_path):
+    path, dropped = tmp_path / ledger.FILENAME, tmp_path / "ledger.dropped.jsonl"
+    path.write_text("".join(self.BEFORE))
+    before = path.stat().st_mtime_ns
+    assert ledger.truncate_after(path, 2, dropped) == 0
+    assert path.read_text() == "".join(self.BEFORE)
+    assert path.stat().st_mtime_ns == before  # not rewritten
+    assert not dropped.exists()
+    assert ledger.truncate_after(tmp_path / "missing.jsonl", 2, dropped) == 0

@@ -65,11 +65,15 @@ class MeanActionTest(chex.TestCase):
                                 self.actor_mean(self.obs), rtol=1e-6, atol=1e-6)
 
   def test_any_leading_dims(self):
+    # Catches statistics broadcast against the wrong axis of an unbatched or a [T, N, O]
+    # observation. The reference: the NumPy normalisation, then the actor, row by row.
+    normalised = np.clip((self.obs - self.mean) / np.sqrt(self.var + 1e-8), -10.0, 10.0)
+    expected = np.stack([self.actor_mean(row[None])[0] for row in normalised])  # [N, A]
     single = policy_lib.mean_action(self.nets, True, self.params, self.obs[0])  # [O] -> [A]
     chex.assert_shape(single, (ACTIONS,))
-    chex.assert_trees_all_close(
-        single, policy_lib.mean_action(self.nets, True, self.params, self.obs)[0],
-        rtol=1e-6, atol=1e-6)
+    chex.assert_trees_all_close(single, expected[0], rtol=1e-6, atol=1e-6)
+    blocks = policy_lib.mean_action(self.nets, True, self.params, self.obs.reshape(2, 2, OBS))
+    chex.assert_trees_all_close(blocks, expected.reshape(2, 2, ACTIONS), rtol=1e-6, atol=1e-6)
 
 
 class ImportTest(absltest.TestCase):

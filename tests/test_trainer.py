@@ -47,6 +47,36 @@ def _rsl_rl_rate(lr: float, kl: float, ppo_cfg: config_lib.PPOConfig) -> float:
   return lr
 
 
+def _expected_family_mixing(key: jax.Array, cfg: config_lib.TrainConfig, num_updates: int
+                            ) -> tuple[jax.Array, np.ndarray, np.ndarray]:
+  """The fewest distinct and effective training families in any minibatch of each update, as
+  the design draws the minibatches, in NumPy.
+
+  Each update splits the train key twice (the rollout's key, then the epochs'), shuffles the
+  T x N samples once per epoch with `jax.random.permutation` and cuts the shuffle into M
+  contiguous minibatches. Sample s comes from env s % N (the [T, N] rollout flattened), which
+  trains in family (s % N) % F. Effective families: the inverse Simpson index (sum n)^2 / sum n^2.
+
+  Returns:
+    (the train key after the updates, int [U] fewest distinct families, float [U] fewest
+    effective families).
+  """
+  t, n, f = cfg.unroll_length, cfg.num_envs, cfg.families.num_train_families
+  fewest, effective = [], []
+  for _ in range(num_updates):
+    key, _ = jax.random.split(key)  # the rollout's key
+    key, k_epochs = jax.random.split(key)
+    distinct, inverse_simpson = [], []
+    for k in jax.random.split(k_epochs, cfg.ppo.num_epochs):
+      samples = np.asarray(jax.random.permutation(k, t * n)).reshape(cfg.ppo.num_minibatches, -1)
+      counts = np.stack([np.bincount(row, minlength=f) for row in (samples % n) % f])  # [M, F]
+      distinct.append((counts > 0).sum(axis=1).min())
+      inverse_simpson.append((counts.sum(axis=1) ** 2 / (counts ** 2).sum(axis=1)).min())
+    fewest.append(min(distinct))
+    effective.append(min(inverse_simpson))
+  return key, np.array(fewest), np.array(effective)
+
+
 class TrainerTest(chex.TestCase):
 
   def test_two_chunks(self):
@@ -57,12 +87,13 @@ class TrainerTest(chex.TestCase):
     carry = trainer.init(jax.random.key(cfg.seed))
     params_before = jax.device_get(carry.train.params)
     lr_before = float(ppo.get_learning_rate(carry.train.opt_state))
+    key_before = jax.random.wrap_key_data(np.array(jax.random.key_data(carry.train.key)))
     # Episode clocks start staggered so that timeouts do not arrive for every env at once.
     start = np.asarray(carry.env.task.step)
     self.assertGreater(len(np.unique(start)), 1)
     self.assertTrue(np.all((start >= 0) & (start < trainer.env.episode_steps)))
 
-    records, kls, rates = [], [], []
+    records, kls, rates, mixing = [], [], [], []
     for _ in range(2):
       carry, metrics = trainer.train_chunk(carry)
       metrics = jax.device_get(metrics)
@@ -71,17 +102,25 @@ class TrainerTest(chex.TestCase):
       records.append(records_lib.summarize(metrics))
       kls.extend(metrics["loss/approx_kl"])
       rates.extend(metrics["ppo/learning_rate"])
+      mixing.append((metrics["families/min_per_minibatch"],
+                     metrics["sync/min_effective_families"]))
 
-    for record in records:
-      self.assertBetween(record["families/min_per_minibatch"], 1, cfg.families.num_train_families)
-      # Effective families never exceed the distinct ones (equal only for equal shares).
-      self.assertBetween(record["sync/min_effective_families"], 1,
-                         record["families/min_per_minibatch"] + 1e-5)
+    # Family mixing per update, as the design draws the minibatches (`_expected_family_mixing`).
+    # Catches families counted from the wrong env or sample, over the wrong minibatches, or
+    # minibatches that are not the shuffle of the train key. The key the reference ends on is
+    # the trainer's, so the reference drew the same shuffles. (The exact contact and reset
+    # shares of an update are checked in CollectTest, against its rollout.)
+    k = cfg.updates_per_chunk
+    key_after, fewest, effective = _expected_family_mixing(key_before, cfg, 2 * k)
+    np.testing.assert_array_equal(jax.random.key_data(key_after),
+                                  jax.random.key_data(carry.train.key))
+    np.testing.assert_array_equal(np.concatenate([m[0] for m in mixing]), fewest)
+    np.testing.assert_allclose(np.concatenate([m[1] for m in mixing]), effective, rtol=1e-6)
+    for chunk, record in enumerate(records):
+      self.assertEqual(record["families/min_per_minibatch"],
+                       fewest[chunk * k:(chunk + 1) * k].min())
       shares = [record[f"reward_share/{name}"] for name in trainer.env._reward_scales]
       self.assertAlmostEqual(sum(shares), 1.0, places=5)
-      for foot in trainer.env.foot_names:
-        self.assertBetween(record[f"contact/ground_share/{foot}"], 0.0, 1.0)
-      self.assertBetween(record["sync/max_reset_share"], record["sync/mean_reset_share"], 1.0)
     # Env i trains in family i % F.
     np.testing.assert_array_equal(carry.env.family.index, np.arange(cfg.num_envs) % 4)
     # One trace for both chunks (the chex guard inside make_trainer would also raise).
@@ -112,7 +151,12 @@ class TrainerTest(chex.TestCase):
       shares = sum(record[f"reset/{name}"] for name in env_lib.REASON_NAMES)
       self.assertAlmostEqual(shares, 1.0, places=5)
       self.assertGreater(record["reset/timeout"], 0.0)
-      self.assertGreater(record["policy/std_mean"], 0.0)
+    # The last update's policy std: the mean of exp(log_std) of the final parameters (floored at
+    # 1e-3, far below them). Catches a std read from other parameters or another update.
+    log_std = np.asarray(carry.train.params.actor["params"]["log_std"], np.float64)
+    self.assertGreater(log_std.min(), np.log(1e-3))
+    self.assertAlmostEqual(float(metrics["policy/std_mean"][-1]), np.exp(log_std).mean(),
+                           delta=1e-6)
     # desired_kl > 0: the adaptive rule runs on every minibatch's KL, inside the jitted chunk.
     # Catches an adaptation that does not run, runs once per update or per chunk, reads another
     # KL, or inverts or mis-scales the rule. An update's first minibatch is measured before any
@@ -226,9 +270,10 @@ class CollectTest(chex.TestCase):
     and gets each true final frame by taking the same step again with the episode clock turned
     back, so that the time limit does not fire and nothing resets.
     """
-    # 5-step episodes, 6-step rollouts, staggered clocks: many timeouts. (Early ends within 3
-    # steps, as in the trace test below, so that both run one compiled rollout.)
-    cfg = tiny_config(audit__early_end_steps=3)
+    # 5-step episodes, 6-step rollouts, staggered clocks: many timeouts. (The tiny config as it
+    # is, as in every test of this class, so that they all run one compiled rollout, and the
+    # chunk's program is the one TrainerTest compiles.)
+    cfg = tiny_config()
     trainer = trainer_lib.make_trainer(cfg)
     carry = trainer.init(jax.random.key(3))
     # Besides the time limit, only the command schedule and the pushes read the episode clock; a
@@ -297,7 +342,8 @@ class CollectTest(chex.TestCase):
   def test_traces_follow_each_episode_and_flag_early_ends(self):
     """Catches episode traces that miss an episode end, count from the wrong step or record the
     state after the auto-reset, and early-end flags that disagree with the episode lengths."""
-    cfg = configs.tiny(audit__early_end_steps=3)  # 5-step episodes; early: within 3 steps
+    cfg = configs.tiny()  # 5-step episodes; early: within audit.early_end_steps = 10 steps
+    early = cfg.audit.early_end_steps
     trainer = trainer_lib.make_trainer(cfg)
     carry = trainer.init(jax.random.key(4))
     # Env 0 starts 0.2 m lower, below the fall height, so its first step ends its episode
@@ -312,14 +358,14 @@ class CollectTest(chex.TestCase):
     for t in range(cfg.unroll_length):
       length = since_end + 1
       np.testing.assert_array_equal(
-          traj.early_end[t], traj.terminated[t] & (length <= 3), err_msg=f"step {t}")
+          traj.early_end[t], traj.terminated[t] & (length <= early), err_msg=f"step {t}")
       since_end = np.where(done[t], 0, length)
     self.assertTrue(traj.early_end[0, 0], "env 0 should end early on its first step")
     # The traces count the steps of each env's current episode; an episode that ended on the
     # last step keeps its trace until the next step.
     np.testing.assert_array_equal(after.trace.length, length)
     # Where the episode goes on and fits the trace, its last row is the current state.
-    going = np.flatnonzero(~done[-1] & (length <= 3))
+    going = np.flatnonzero(~done[-1] & (length <= early))
     self.assertNotEmpty(going)
     np.testing.assert_array_equal(np.asarray(after.trace.qpos)[going, length[going]],
                                   np.asarray(after.env.data.qpos)[going])
@@ -331,6 +377,100 @@ class CollectTest(chex.TestCase):
       env = int(early_ends.env[t, s])
       self.assertTrue(traj.early_end[t, env])
       self.assertEqual(int(early_ends.reason[t, s]), int(traj.reset_reason[t, env]))
+
+  def test_the_audit_counts_the_rollouts_contacts_resets_and_families(self):
+    """Catches contact signals wired the wrong way round or a step late between the env, the
+    rollout and the audit: `contact` and `last_contact` swapped (in the env's signals or in the
+    audit's inputs) count touchdowns as lift-offs and read the ground shares at the start of the
+    step. Also catches reset and reward shares that are not the rollout's, and family mixing
+    that is not the fewest over every epoch's minibatches.
+
+    The reference: each foot's contact is its sphere's lowest point within
+    `env.foot_contact_distance` of the floor, read from the physics state at the start of the
+    rollout and, for envs still running, at its end; in between, a step starts with the contacts
+    the previous step ended with. The chunk's first update, from the same carry, collects the
+    same rollout, so its audit must give the counts NumPy takes of the rollout's signals.
+    """
+    cfg = configs.tiny()
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(5))
+    env = trainer.env
+    feet = np.asarray(env.robot.foot_geom_ids)
+    radius = np.asarray(env.model.geom_size)[feet, 0]
+    on_ground = lambda data: (np.asarray(data.geom_xpos)[:, feet, 2] - radius
+                              < cfg.env.foot_contact_distance)  # [N, F]
+    start = on_ground(carry.env.data)
+    key_before = jax.random.wrap_key_data(np.array(jax.random.key_data(carry.train.key)))
+    after, traj, _ = jax.device_get(trainer.collect(carry))
+    contact = np.asarray(traj.signals.contact)  # [T, N, F], at the end of each step
+    last = np.asarray(traj.signals.last_contact)  # [T, N, F], at its start
+    done = np.asarray(traj.terminated | traj.truncated)  # [T, N]
+    # Feet change contact within the first step, so the two ends of a step can be told apart.
+    self.assertTrue((contact[0] != last[0]).any())
+    np.testing.assert_array_equal(last[0], start)
+    going = ~done[-1]
+    self.assertTrue(going.any())
+    np.testing.assert_array_equal(contact[-1][going], on_ground(after.env.data)[going])
+    for t in range(cfg.unroll_length - 1):
+      np.testing.assert_array_equal(last[t + 1][~done[t]], contact[t][~done[t]],
+                                    err_msg=f"step {t + 1}")
+
+    carry, metrics = trainer.train_chunk(carry)  # donates the carry it is given
+    metrics = jax.device_get(metrics)
+    first = {key: np.asarray(value)[0] for key, value in metrics.items()}
+    touchdowns, liftoffs = np.sum(contact & ~last), np.sum(~contact & last)
+    self.assertNotEqual(touchdowns, liftoffs)
+    self.assertEqual(first["contact/touchdowns"], touchdowns)
+    self.assertEqual(first["contact/liftoffs"], liftoffs)
+    self.assertFalse(np.array_equal(contact.mean(axis=(0, 1)), last.mean(axis=(0, 1))))
+    for i, foot in enumerate(env.foot_names):
+      self.assertAlmostEqual(first[f"contact/ground_share/{foot}"], contact[..., i].mean(),
+                             delta=1e-6, msg=foot)
+    # Reset synchrony: the share of envs whose episode ended, per step.
+    ended = done.mean(axis=1)  # [T]
+    self.assertAlmostEqual(first["sync/max_reset_share"], ended.max(), delta=1e-6)
+    self.assertAlmostEqual(first["sync/mean_reset_share"], ended.mean(), delta=1e-6)
+    # Reward shares: each term's share of the summed absolute reward terms.
+    magnitude = {key[len("reward/"):]: np.abs(np.asarray(value, np.float64)).sum()
+                 for key, value in traj.metrics.items() if key.startswith("reward/")}
+    total = sum(magnitude.values())
+    for name, value in magnitude.items():
+      self.assertAlmostEqual(first[f"reward_share/{name}"], value / total, delta=1e-5, msg=name)
+    # Family mixing of both updates, the fewest over 2 epochs of 2 minibatches each.
+    key_after, fewest, effective = _expected_family_mixing(key_before, cfg, cfg.updates_per_chunk)
+    np.testing.assert_array_equal(jax.random.key_data(key_after),
+                                  jax.random.key_data(carry.train.key))
+    np.testing.assert_array_equal(metrics["families/min_per_minibatch"], fewest)
+    np.testing.assert_allclose(metrics["sync/min_effective_families"], effective, rtol=1e-6)
+
+
+class RawObservationTest(absltest.TestCase):
+
+  def test_without_normalization_the_networks_see_raw_observations(self):
+    """Catches a trainer that ignores `ppo.normalize_observations=False`: one that still updates
+    the normalizer's statistics, or still standardises (and clips at 10) what the policy and the
+    critic see."""
+    cfg = configs.tiny(ppo__normalize_observations=False)
+    trainer = trainer_lib.make_trainer(cfg)
+    carry = trainer.init(jax.random.key(0))
+    # Env 0 starts with observations far outside the normalizer's clip at 10.
+    policy = np.array(carry.env.obs["policy"])
+    critic = np.array(carry.env.obs["critic"])
+    policy[0, :3], critic[0, :3] = 25.0, -40.0
+    carry = carry.replace(env=carry.env.replace(obs={"policy": jnp.asarray(policy),
+                                                     "critic": jnp.asarray(critic)}))
+    after, traj, _ = jax.device_get(trainer.collect(carry))
+    # The statistics stay the identity they start as: mean 0, variance 1, count 0.
+    stats = after.train.normalizer
+    self.assertEqual(float(stats.count), 0.0)
+    for name, width in (("policy", policy.shape[1]), ("critic", critic.shape[1])):
+      np.testing.assert_array_equal(stats.mean[name], np.zeros(width), err_msg=name)
+      np.testing.assert_array_equal(stats.var[name], np.ones(width), err_msg=name)
+    # The first step's action and value come from the raw observations.
+    np.testing.assert_array_equal(traj.policy_obs[0], policy)
+    np.testing.assert_array_equal(traj.critic_obs[0], critic)
+    np.testing.assert_allclose(traj.value[0], trainer.networks.value(carry.train.params, critic),
+                               rtol=1e-5, atol=1e-6)
 
 
 class FamilyCountsTest(absltest.TestCase):
