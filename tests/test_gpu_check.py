@@ -132,8 +132,14 @@ class TinyRunTest(absltest.TestCase):
     self.assertEqual(sorted(train["final"]), sorted(config_lib.STRATA))
     for stratum, row in train["final"].items():
       with self.subTest(stratum=stratum):
-        self.assertBetween(row["fall_rate"], 0.0, 1.0)
-        self.assertBetween(row["success_rate"], 0.0, 1.0)
+        # Shares of the stratum's episodes, from its reset counts: every episode that did not
+        # reach the time limit terminated, and only those that did can succeed.
+        n, timeouts = row["num_envs"], row["reset"].get("timeout", 0)
+        self.assertEqual(sum(row["reset"].values()), n)
+        self.assertAlmostEqual(row["fall_rate"], 1.0 - timeouts / n)
+        successes = row["success_rate"] * n
+        self.assertAlmostEqual(successes, round(successes))
+        self.assertLessEqual(round(successes), timeouts)
     self.assertGreater(train["env_steps"], 0)
     self.assertGreaterEqual(len(train["curve"]), 1)
     self.assertLessEqual(train["wall_budget_s"], 15.0)
