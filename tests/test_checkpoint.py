@@ -506,5 +506,59 @@ class InterruptionTest(absltest.TestCase):
     self.assertEqual([r["update"] for r in updates], list(range(1, saved[0] + 3)))
 
 
+
+class KeepPolicyTest(absltest.TestCase):
+  """Which checkpoints the keep policy leaves (`checkpoint.max_to_keep`, `checkpoint.keep_best`),
+  on small fake carries: nothing is trained or compiled. The expected steps are worked by hand
+  from the scores."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.manifest = families.make_manifest(tiny_config())
+
+  def _kept(self, scores=(), max_to_keep=2, keep_best=True, evaluations=()) -> list[int]:
+    """Saves steps 1, 2, ... with these held-out scores (None: not evaluated) or evaluations;
+    returns the steps left on disk."""
+    cfg = tiny_config()
+    cfg.checkpoint.max_to_keep, cfg.checkpoint.keep_best = max_to_keep, keep_best
+    self.run_dir = pathlib.Path(self.create_tempdir().full_path)
+    saver = checkpoint.Checkpointer(self.run_dir, cfg, self.manifest)
+    for step, score in enumerate(scores, start=1):
+      saver.save(fake_carry(step, 4), wall_seconds=float(step), score=score)
+    for step, evaluation in enumerate(evaluations, start=len(scores) + 1):
+      saver.save(fake_carry(step, 4), wall_seconds=float(step), evaluation=evaluation)
+    saver.close()
+    return checkpoint.steps(self.run_dir)
+
+  def test_the_newest_and_the_best_scored_are_kept(self):
+    # Scores 0.1, 0.9, 0.3, 0.2, 0.5, 0.4 at steps 1..6 with max_to_keep 2: the newest two (5,
+    # 6) and the best (2). Catches the best not kept, the worst kept as the best, and one
+    # checkpoint too many.
+    scores = (0.1, 0.9, 0.3, 0.2, 0.5, 0.4)
+    self.assertEqual(self._kept(scores), [2, 5, 6])
+    self.assertEqual(self._kept(scores, keep_best=False), [5, 6])
+    self.assertEqual(self._kept(scores, max_to_keep=1), [2, 6])
+
+  def test_checkpoints_without_a_score_rotate_out(self):
+    # Until an evaluation is saved the best is the latest. Catches unscored checkpoints that
+    # the best-of policy keeps forever, filling the disk of a run that never evaluates.
+    self.assertEqual(self._kept((None, None, None, None)), [3, 4])
+    self.assertEqual(self._kept((None, 0.5, None, None, None)), [2, 4, 5])
+
+  def test_the_score_is_the_mean_success_with_falls_breaking_ties(self):
+    # Steps 1 and 2 succeed equally (mean 0.5) but step 1 falls more: step 2 is the best, and
+    # step 3 (fewer falls, less success) is not. Catches ties broken towards more falls.
+    def evaluation(successes, falls):
+      return {"strata": {name: {"success_rate": s, "fall_rate": f}
+                         for name, s, f in zip(("flat", "slope"), successes, falls)}}
+
+    evaluations = (evaluation((0.25, 0.75), (0.5, 0.5)), evaluation((0.5, 0.5), (0.0, 0.25)),
+                   evaluation((0.25, 0.25), (0.0, 0.0)))
+    self.assertEqual(self._kept((), max_to_keep=1, evaluations=evaluations + (None,)), [2, 4])
+    progress = checkpoint.read_json_items(self.run_dir, 2)[2]
+    self.assertEqual(progress["held_out_score"], 0.5 - 1e-3 * 0.125)
+
+
 if __name__ == "__main__":
   absltest.main()

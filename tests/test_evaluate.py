@@ -395,5 +395,47 @@ class EvaluateCommandTest(absltest.TestCase):
         "unexpected arguments: ['extra']")
 
 
+
+class SuccessThresholdsTest(absltest.TestCase):
+
+  def test_success_needs_survival_and_each_error_strictly_below_its_own_threshold(self):
+    # Catches a success that skips the velocity or the yaw-rate threshold, the two thresholds
+    # swapped, an error equal to its threshold counted a success, and an episode that ended in
+    # a failure but tracked well counted a success. The thresholds are set apart (0.25 m/s and
+    # 0.5 rad/s) so that a swap shows; every mean error below is a sum over 8 steps exact in
+    # binary, so the comparisons at the thresholds are exact.
+    cfg = small_config()
+    cfg.panel.strata = ("flat",)
+    cfg.panel.success_lin_vel_error = 0.25
+    cfg.panel.success_yaw_rate_error = 0.5
+    manifest = families.make_manifest(cfg)
+    cases = [  # reason, steps, mean lin error, mean yaw error -> success
+        (R.TIMEOUT, 8, 0.125, 0.25, 1.0),       # both below
+        (R.TIMEOUT, 8, 0.2421875, 0.4921875, 1.0),  # both just below (1/128 under)
+        (R.TIMEOUT, 8, 0.25, 0.0, 0.0),         # lin error at its threshold
+        (R.TIMEOUT, 8, 0.0, 0.5, 0.0),          # yaw error at its threshold
+        (R.TIMEOUT, 8, 0.375, 0.0, 0.0),        # lin above 0.25 though below 0.5
+        (R.TIMEOUT, 8, 0.0, 0.375, 1.0),        # yaw above 0.25 but below its own 0.5
+        (R.TIMEOUT, 8, 0.0, 0.625, 0.0),        # yaw above
+        (R.NONE, 8, 0.125, 0.25, 1.0),          # still alive at the end: survived
+        (R.FALL, 3, 0.0, 0.0, 0.0),             # tracked perfectly, then fell
+        (R.BODY_CONTACT, 3, 0.0, 0.0, 0.0),
+        (R.JOINT_LIMIT, 3, 0.0, 0.0, 0.0),
+        (R.NONFINITE, 3, 0.0, 0.0, 0.0),
+    ]
+    for reason, steps, lin, yaw, want in cases:
+      with self.subTest(reason=int(reason), lin=lin, yaw=yaw):
+        stats = panel.EpisodeStats(
+            alive=np.array([reason == R.NONE]), length=np.array([steps], np.int32),
+            reason=np.array([reason], np.int32), episode_return=np.zeros(1),
+            lin_vel_error_sum=np.array([lin * steps]),
+            yaw_rate_error_sum=np.array([yaw * steps]))
+        flat = panel.summarize(stats, manifest, cfg)["strata"]["flat"]
+        self.assertEqual(flat["num_envs"], 1)
+        self.assertEqual(flat["success_rate"], want)
+        self.assertEqual(flat["fall_rate"], 0.0 if reason in (R.TIMEOUT, R.NONE) else 1.0)
+        self.assertEqual((flat["lin_vel_error"], flat["yaw_rate_error"]), (lin, yaw))
+
+
 if __name__ == "__main__":
   absltest.main()

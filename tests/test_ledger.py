@@ -10,6 +10,7 @@ import pathlib
 import subprocess
 import types
 
+from absl.testing import absltest
 import jax
 import numpy as np
 import pytest
@@ -419,3 +420,95 @@ class TestTruncateAfter:
     assert path.stat().st_mtime_ns == before  # not rewritten
     assert not dropped.exists()
     assert ledger.truncate_after(tmp_path / "missing.jsonl", 2, dropped) == 0
+
+
+class LedgerFormatTest(absltest.TestCase):
+  """The file format: its kinds, JSON without NaN or NumPy types, and the rewind to a
+  checkpoint (`truncate_after`). The expected lines are written out here by hand."""
+
+  KINDS = ("recipe", "update", "eval", "divergence", "sim2sim")
+  """The kinds the module docstring documents."""
+
+  def test_every_documented_kind_is_written_and_read_back(self):
+    # Catches a kind missing from KINDS (a sim2sim check that could not be recorded) or one
+    # accepted that is not documented.
+    self.assertEqual(ledger.KINDS, self.KINDS)
+    path = pathlib.Path(self.create_tempdir().full_path) / ledger.FILENAME
+    records = [{"kind": kind, "update": i} for i, kind in enumerate(self.KINDS)]
+    with ledger.Ledger(path) as book:
+      for record in records:
+        book.write(record)
+    self.assertEqual(ledger.read(path), records)
+    for record in records:
+      self.assertEqual(ledger.of_kind(records, record["kind"]), [record])
+
+  def test_read_refuses_an_unknown_or_missing_kind_naming_the_line(self):
+    # Catches a reader that lets a record of another kind (or none) through to the tables.
+    path = pathlib.Path(self.create_tempdir().full_path) / ledger.FILENAME
+    accepted = "accepted kinds are recipe, update, eval, divergence, sim2sim."
+    path.write_text('{"kind": "recipe"}\n{"kind": "metrics", "update": 1}\n')
+    with self.assertRaises(ValueError) as raised:
+      ledger.read(path)
+    self.assertEqual(str(raised.exception),
+                     f"{path}:2: ledger record kind 'metrics' is invalid; {accepted}")
+    path.write_text('{"update": 1}\n')
+    with self.assertRaises(ValueError) as raised:
+      ledger.read(path)
+    self.assertEqual(str(raised.exception),
+                     f"{path}:1: ledger record kind None is invalid; {accepted}")
+
+  def test_a_record_without_a_kind_counts_as_an_update(self):
+    # Records written before kinds existed are updates; catches them dropped from the curves.
+    old, evaluation, new = {"update": 1}, {"kind": "eval", "update": 1}, {"kind": "update",
+                                                                          "update": 2}
+    self.assertEqual(ledger.of_kind([old, evaluation, new], "update"), [old, new])
+    self.assertEqual(ledger.of_kind([old, evaluation, new], "eval"), [evaluation])
+    with self.assertRaisesRegex(ValueError, "'updates' is invalid"):
+      ledger.of_kind([old], "updates")
+
+  def test_numpy_values_nan_and_infinities_become_plain_json(self):
+    # Catches infinities written as `Infinity` (not JSON) or refused, and NumPy scalars and
+    # arrays that json cannot write. The line is compared character for character.
+    path = pathlib.Path(self.create_tempdir().full_path) / ledger.FILENAME
+    with ledger.Ledger(path) as book:
+      book.write({"kind": "update", "a": np.float32(1.5), "b": np.int64(3),
+                  "c": np.array([1.0, np.nan, np.inf]), "d": np.bool_(True),
+                  "e": (np.float32(-np.inf), float("-inf")), "f": {7: np.float64(np.nan)}})
+    self.assertEqual(path.read_text(), '{"kind": "update", "a": 1.5, "b": 3, '
+                     '"c": [1.0, null, null], "d": true, "e": [null, null], "f": {"7": null}}\n')
+
+  def _lines(self, *records: dict) -> list[str]:
+    return [json.dumps(r) + "\n" for r in records]
+
+  def test_truncate_after_moves_what_lies_past_the_checkpoint_and_a_torn_line(self):
+    # A run killed after its checkpoint at update 3 and resumed from it. Catches recipe and
+    # divergence records (the run's history) dropped, the checkpoint's own update dropped, a
+    # record past it kept, a torn last line kept, and dropped lines deleted instead of moved.
+    folder = pathlib.Path(self.create_tempdir().full_path)
+    path, dropped = folder / ledger.FILENAME, folder / "dropped.jsonl"
+    (recipe, u1, u2, e2, u3, u4, e4, divergence, check, resumed) = self._lines(
+        {"kind": "recipe", "seed": 0}, {"kind": "update", "update": 1},
+        {"kind": "update", "update": 2}, {"kind": "eval", "update": 2},
+        {"kind": "update", "update": 3}, {"kind": "update", "update": 4},
+        {"kind": "eval", "update": 4}, {"kind": "divergence", "update": 5},
+        {"kind": "sim2sim", "update": 4}, {"kind": "recipe", "resumed_from_update": 2})
+    torn = '{"kind": "update", "upd'
+    path.write_text("".join([recipe, u1, u2, e2, u3, u4, e4, divergence, check, resumed, torn]))
+    dropped.write_text("earlier\n")
+    self.assertEqual(ledger.truncate_after(path, 3, dropped), 4)
+    self.assertEqual(path.read_text(), "".join([recipe, u1, u2, e2, u3, divergence, resumed]))
+    self.assertEqual(dropped.read_text(), "".join(["earlier\n", u4, e4, check, torn + "\n"]))
+    self.assertEqual(sorted(p.name for p in folder.iterdir()),
+                     ["dropped.jsonl", ledger.FILENAME])
+
+  def test_truncate_after_leaves_a_ledger_that_ends_at_the_checkpoint_alone(self):
+    # Catches a rewind that drops or rewrites records it should keep.
+    folder = pathlib.Path(self.create_tempdir().full_path)
+    path, dropped = folder / ledger.FILENAME, folder / "dropped.jsonl"
+    text = "".join(self._lines({"kind": "recipe"}, {"kind": "update", "update": 1},
+                               {"kind": "update", "update": 2}, {"kind": "eval", "update": 2}))
+    path.write_text(text)
+    self.assertEqual(ledger.truncate_after(path, 2, dropped), 0)
+    self.assertEqual(path.read_text(), text)
+    self.assertFalse(dropped.exists())
+    self.assertEqual(ledger.truncate_after(folder / "none.jsonl", 2, dropped), 0)

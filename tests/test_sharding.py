@@ -411,5 +411,52 @@ class ProcessesTest(absltest.TestCase):
     # (`sharding.check_replicated`), or the run would have stopped.
 
 
+
+class KlAcrossDevicesTest(chex.TestCase):
+  """The approximate KL that adapts the learning rate, on a minibatch split over 4 devices (vmap
+  with a named axis, as in CollectivesTest)."""
+
+  def test_the_learning_rate_follows_the_kl_of_the_whole_minibatch(self):
+    # Device 3's behaviour log-probs lie 0.3 above the current policy's, the other devices'
+    # on them. Per sample the estimator is (r - 1) - log r with log r = -0.3, so device 3 alone
+    # measures e^-0.3 - 1 + 0.3 = 0.0408 > 2 x desired_kl (it would lower the rate), devices
+    # 0-2 measure 0 < desired_kl / 2 (they would raise it), and the whole minibatch 0.0102,
+    # within [desired_kl / 2, 2 x desired_kl]: the rate stays. Catches each device adapting the
+    # rate from the KL of its own share.
+    config = configs.tiny()
+    self.assertEqual(config.ppo.desired_kl, 0.01)
+    one = trainer_lib.make_trainer(config)
+    spec = one.env.observation_spec()
+    obs_size, critic_size = spec["policy"].shape[-1], spec["critic"].shape[-1]
+    params = one.networks.init(jax.random.key(1), obs_size, critic_size)
+    opt_state = one.optimizer.init(params)
+    rng = np.random.default_rng(4)
+    size = 24
+    policy_obs = rng.normal(size=(size, obs_size)).astype(np.float32)
+    mean, std = one.networks.policy(params, policy_obs)
+    actions = np.asarray(mean + std * rng.normal(size=mean.shape).astype(np.float32))
+    offsets = np.repeat(np.float32([0.0, 0.0, 0.0, 0.3]), size // 4)
+    batch = ppo.Batch(
+        policy_obs=jnp.asarray(policy_obs),
+        critic_obs=jnp.asarray(rng.normal(size=(size, critic_size)), jnp.float32),
+        actions=jnp.asarray(actions),
+        log_probs=networks.log_prob(mean, std, actions) + jnp.asarray(offsets),
+        values=jnp.asarray(rng.normal(size=size), jnp.float32),
+        advantages=jnp.asarray(rng.normal(size=size), jnp.float32),
+        returns=jnp.asarray(rng.normal(size=size), jnp.float32))
+    parts = trainer_lib._Parts(
+        config=config, env=one.env, networks=one.networks, optimizer=one.optimizer,
+        loss_config=ppo.LossConfig(clip_eps=0.2, value_coef=1.0, entropy_coef=0.01),
+        observation_spec=None, env_families=None, num_families=4, axis_name=sharding.AXIS,
+        local_envs=2)
+    (_, opt_states), metrics = _on_devices(
+        lambda b: trainer_lib._minibatch_step(parts, (params, opt_state), b), 4)(
+            jax.tree.map(lambda x: x.reshape((4, size // 4) + x.shape[1:]), batch))
+    whole_kl = (np.exp(-0.3) - 1.0 + 0.3) / 4  # 0.0102
+    np.testing.assert_allclose(metrics["loss/approx_kl"], np.full(4, whole_kl), atol=1e-6)
+    np.testing.assert_allclose(ppo.get_learning_rate(opt_states),
+                               np.full(4, config.ppo.learning_rate), rtol=1e-6)
+
+
 if __name__ == "__main__":
   absltest.main()

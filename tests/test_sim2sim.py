@@ -7,11 +7,13 @@ way (level floor, tilted gravity) stepped side by side; the first observation ag
 env's own; the replay against MJX's evaluation of the same checkpoint with MJX's solver settings.
 """
 
+import copy
 import json
 import math
 import pathlib
 import shutil
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -209,6 +211,81 @@ class WorldsTest(absltest.TestCase):
     self.assertEqual([world.body_contact(w) for w in worlds], [True, True])
     low, _ = world.judge(worlds, ok, np.ones(2, bool), steps, commands_)
     np.testing.assert_array_equal(low, [R.FALL, R.FALL])
+
+  def test_the_payload_moves_the_trunks_centre_of_mass(self):
+    # The payload is a point mass at the family's `payload_com` (trunk frame), so the trunk's
+    # centre of mass is the mass-weighted mean of the nominal one and the payload's. Catches a
+    # C model that keeps the nominal centre of mass (the payload felt in weight, not balance).
+    nominal = self.robot.mj_model
+    trunk = self.robot.trunk_body_id
+    others = np.arange(nominal.nbody) != trunk
+    mass, com = nominal.body_mass[trunk], nominal.body_ipos[trunk]
+    moved = []
+    for j, world in enumerate(self.worlds):
+      family = self.family(j)
+      expected = (mass * com + family.payload_mass * np.asarray(family.payload_com)) / (
+          mass + family.payload_mass)
+      chex.assert_trees_all_close(world.model.body_ipos[trunk], expected, atol=1e-6)
+      # (the draw passes through float32: other bodies keep theirs to its rounding)
+      chex.assert_trees_all_close(world.model.body_ipos[others], nominal.body_ipos[others],
+                                  atol=1e-7)
+      moved.append(float(np.abs(expected - com).max()))
+    self.assertGreater(max(moved), 1e-3)  # the payload stratum's 4-6 kg moves it millimetres
+
+  def test_the_actuators_get_the_delayed_targets_and_the_trunk_its_pushes(self):
+    # Replays the panel with scripted actions, env j given an actuator delay of j % 2 control
+    # steps (the panel's own families have none), and records what C MuJoCo holds at every
+    # physics step: the position targets must be the standing pose plus action_scale times the
+    # action of `delay` steps before (the reset's history before the first), and the force on
+    # the trunk the family's pushes, each on for whole control steps from round(time / dt).
+    # Catches pushes never applied, a delay skipped, and an action history not carried over.
+    world = copy.copy(self.world)
+    start_history = np.asarray(self.start.task.action_history)  # [N, D+1, A]
+    num_envs, depth, num_actions = start_history.shape
+    self.assertEqual(depth, 2)
+    delays = np.arange(num_envs) % depth
+    world.family_params = world.family_params.replace(action_delay=jnp.asarray(delays, jnp.int32))
+    env, trunk = world.env, self.robot.trunk_body_id
+    actions = np.random.default_rng(3).uniform(
+        -0.3, 0.3, (env.episode_steps, num_envs, num_actions)).astype(np.float32)
+    calls = iter(actions)
+    held = {}  # id(MjData) -> (the data, [(ctrl, trunk force) at each physics step])
+    real_step = mujoco.mj_step
+
+    def recording_step(model, data):
+      held.setdefault(id(data), (data, []))[1].append(
+          (data.ctrl.copy(), data.xfrc_applied[trunk, 0:3].copy()))
+      real_step(model, data)
+
+    with mock.patch.object(mujoco, "mj_step", recording_step):
+      stats, _ = world.replay(lambda obs: next(calls))
+    # Every env is stepped at the first control step, in order: the first `num_envs` MjData
+    # seen are envs 0, 1, ...
+    received = [steps for _, steps in held.values()]
+    self.assertLen(received, num_envs)
+    default_pose = np.asarray(self.robot.default_pose, np.float32)
+    scale = np.float32(self.robot.spec.action_scale)
+    dt, pushed = env.dt, 0
+    for j in range(num_envs):
+      family = self.family(j)
+      self.assertLen(received[j], env.substeps * int(stats.length[j]))
+      history = list(start_history[j])  # newest first
+      for t in range(int(stats.length[j])):
+        history = [actions[t, j]] + history[:-1]
+        targets = default_pose + scale * history[delays[j]]
+        force = np.zeros(3)
+        for at, direction, magnitude in zip(family.push_times, family.push_directions,
+                                            family.push_magnitudes):
+          first = round(at / dt)
+          if first <= t < first + round(family.push_seconds / dt):
+            force += magnitude * np.array([math.cos(direction), math.sin(direction), 0.0])
+        if force.any():
+          self.assertEqual(family.slope_degrees, 0.0)  # the world is MJX's: no turn
+          pushed += 1
+        for ctrl, trunk_force in received[j][t * env.substeps:(t + 1) * env.substeps]:
+          chex.assert_trees_all_close(ctrl, targets, atol=1e-6)
+          chex.assert_trees_all_close(trunk_force, force, atol=1e-4)
+    self.assertGreater(pushed, 0)  # a push happened within the steps replayed
 
 
 class HeightfieldWorldsTest(absltest.TestCase):
