@@ -1,8 +1,9 @@
 """Trained run folders for the tests of what reads one (imported as `runs`; tests/ is on sys.path).
 
 `trained` copies the session's one tiny run of the training loop, built once under a file lock by
-whichever xdist worker asks first, so the evaluate, report, checkpoint and training-loop tests
-share its compile and its minute of training. `one_chunk` trains a config for one chunk and saves
+whichever xdist worker asks first, so the evaluate and report tests share its compile and its
+training; `warm` waits for that run, so that the tests compiling the tiny config's programs
+themselves read them from the compilation cache instead of compiling them beside another worker. `one_chunk` trains a config for one chunk and saves
 it without evaluation, videos or report, for the export and sim2sim command tests.
 """
 
@@ -32,9 +33,13 @@ def trained_config() -> config_lib.TrainConfig:
   return configs.tiny(2, panel__every_chunks=2, checkpoint__every_chunks=1)
 
 
-def trained(prefix: str) -> pathlib.Path:
-  """A fresh copy of the session's trained run of `trained_config()` (seed 0), its own to
-  change: `<temporary folder named prefix...>/run`."""
+def warm() -> pathlib.Path:
+  """The session's trained run of `trained_config()`, built by the first caller while the
+  others wait: afterwards the tiny config's chunk, init and panel are in the compilation cache.
+
+  Tests that compile those programs themselves call it first, so that two workers never
+  compile the same program at once.
+  """
   shared = pathlib.Path(os.environ[conftest.SHARED])
   built = shared / "trained" / "run"
   with open(shared / "trained.lock", "w") as lock:
@@ -43,8 +48,14 @@ def trained(prefix: str) -> pathlib.Path:
       shutil.rmtree(shared / "trained", ignore_errors=True)
       train_lib.run(trained_config(), built)
       (shared / "trained" / "complete").touch()
+  return built
+
+
+def trained(prefix: str) -> pathlib.Path:
+  """A fresh copy of the session's trained run of `trained_config()` (seed 0), its own to
+  change: `<temporary folder named prefix...>/run`."""
   copy = pathlib.Path(tempfile.mkdtemp(prefix=prefix)) / "run"
-  shutil.copytree(built, copy)
+  shutil.copytree(warm(), copy)
   return copy
 
 

@@ -36,6 +36,7 @@ from mjx_walk.run import run_folder
 from mjx_walk.sim import families
 
 import configs
+import runs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -102,6 +103,7 @@ class SaveRestoreTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
+    runs.warm()  # the tiny config's programs, compiled once for every worker
     cls.config = tiny_config()
     cls.trainer = trainer_lib.make_trainer(cls.config)
     carry = cls.trainer.init(jax.random.key(0))

@@ -52,6 +52,7 @@ def tiny_config() -> config_lib.TrainConfig:
 def trained_run() -> pathlib.Path:
   """A run folder (config, manifest, one checkpoint at update 2) of the tiny config trained for
   one chunk. Built once per test process."""
+  runs.warm()  # the tiny config's programs, compiled once for every worker
   return runs.one_chunk(tiny_config(), "export_fixture_")
 
 

@@ -16,6 +16,7 @@ from mjx_walk.analysis import traces as trace_files
 from mjx_walk.run import ledger
 
 import configs
+import runs
 import pictures
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
@@ -53,6 +54,7 @@ def _text(cell: nbformat.NotebookNode) -> str:
 
 
 def test_quickstart_runs_top_to_bottom(tmp_path):
+  runs.warm()  # the tiny config's programs, compiled once for every worker
   notebook = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
   run_dir = tmp_path / "runs" / "quickstart"
   _set_parameters(notebook, f"RUN_DIR = {str(run_dir)!r}\nOVERRIDES = {TINY_OVERRIDES!r}\n")
@@ -96,6 +98,7 @@ def _set_parameters(notebook: nbformat.NotebookNode, source: str) -> None:
 
 
 def test_walkthrough_runs_top_to_bottom(tmp_path):
+  runs.warm()
   # On the tiny geometry, so that its chunk and panel are the programs the trainer tests compile.
   notebook = nbformat.read(NOTEBOOKS / "walkthrough.ipynb", as_version=4)
   _set_parameters(notebook, f"OVERRIDES = {WALKTHROUGH_OVERRIDES!r}\n")

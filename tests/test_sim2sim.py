@@ -475,6 +475,7 @@ class Sim2SimCommandTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
+    runs.warm()  # the tiny config's programs, compiled once for every worker
     cls.run_dir = runs.one_chunk(_panel_config(chunks=1), "sim2sim_command_")
     cls.ran = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}", "--policy=jax",
                                 "--solver=mjx")

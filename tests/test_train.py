@@ -35,6 +35,7 @@ from mjx_walk.sim import robots
 
 import commands
 import configs
+import runs
 import pictures
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -91,6 +92,7 @@ class CommandTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
+    runs.warm()  # the tiny config's programs, compiled once for every worker
     cls.root = pathlib.Path(tempfile.mkdtemp(prefix="train_command_"))
     cls.run_dir = cls.root / "run"
     cls.config = tiny_config(report__video_every_chunks=1)

@@ -22,6 +22,7 @@ from mjx_walk.sim import families
 
 import commands
 import configs
+import runs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -75,6 +76,10 @@ def _expected_family_mixing(key: jax.Array, cfg: config_lib.TrainConfig, num_upd
     fewest.append(min(distinct))
     effective.append(min(inverse_simpson))
   return key, np.array(fewest), np.array(effective)
+
+
+def setUpModule():
+  runs.warm()  # the tiny config's programs, compiled once for every worker
 
 
 class TrainerTest(chex.TestCase):
