@@ -317,6 +317,7 @@ class RefusalTest(absltest.TestCase):
     # exported, or a failed verification that escapes as a traceback.
     run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
     shutil.copytree(trained_run(), run_dir)
+    shutil.rmtree(run_dir / "export", ignore_errors=True)  # other tests export into trained_run()
     newest = run_dir / "checkpoints" / str(STEP)
     for victim in (newest / "policy").glob("**/d/*"):
       data = bytearray(victim.read_bytes())
