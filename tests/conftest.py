@@ -105,10 +105,10 @@ def pytest_terminal_summary(terminalreporter):
 # xdist sorts files by their number of tests, and this order would only break ties), so a long
 # file collected last would run alone at the end. Ordered by their measured durations on a cold
 # cache (tests/README.md has the table); the rest follow alphabetically.
-_LONGEST_FIRST = ("test_sim2sim.py", "test_env.py", "test_trainer.py", "test_checkpoint.py",
-                  "test_train.py", "test_families.py", "test_terrain.py", "test_sharding.py",
-                  "test_notebooks.py", "test_evaluate.py", "test_export.py", "test_report.py",
-                  "test_audit.py")
+_LONGEST_FIRST = ("test_trainer.py", "test_env.py", "test_checkpoint.py", "test_sim2sim.py",
+                  "test_train.py", "test_evaluate.py", "test_export.py", "test_terrain.py",
+                  "test_notebooks.py", "test_families.py", "test_sharding.py", "test_ppo.py",
+                  "test_gpu_check.py", "test_audit.py", "test_traces.py", "test_report.py")
 
 
 def pytest_collection_modifyitems(config, items):

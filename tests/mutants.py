@@ -99,6 +99,7 @@ SIM2SIM_PAYLOAD = ("tests/test_sim2sim.py::WorldsTest::test_the_payload_moves_th
 LEDGER_FORMAT = ("tests/test_ledger.py::test_nan_and_inf_are_written_as_null",
                  "tests/test_ledger.py::test_write_refuses_a_bad_kind",
                  "tests/test_ledger.py::LedgerFormatTest")
+REWIND = ("tests/test_ledger.py::TestTruncateAfter",)
 CHECKPOINT_KEEP = ("tests/test_checkpoint.py::KeepPolicyTest",)
 ENV_TERMINATION = (  # the quiet env's tests first; the body-contact env compiles last
     "tests/test_env.py::EnvTest::test_timeout_is_a_truncation_with_true_final_obs",
@@ -483,17 +484,17 @@ MUTANTS = (
     Mutant("truncate_drops_history", "mjx_walk/run/ledger.py",
            "      keep = record.get(\"kind\") in _HISTORY_KINDS or "
            "record.get(\"update\", 0) <= update\n",
-           "      keep = record.get(\"update\", 0) <= update\n", LEDGER_FORMAT),
+           "      keep = record.get(\"update\", 0) <= update\n", REWIND),
     Mutant("truncate_drops_checkpoint_update", "mjx_walk/run/ledger.py",
            "      keep = record.get(\"kind\") in _HISTORY_KINDS or "
            "record.get(\"update\", 0) <= update\n",
            "      keep = record.get(\"kind\") in _HISTORY_KINDS or "
            "record.get(\"update\", 0) < update\n",
-           LEDGER_FORMAT),
+           REWIND),
     Mutant("truncate_keeps_a_torn_line", "mjx_walk/run/ledger.py",
-           "      keep = False  # a line torn by a kill\n", "      keep = True\n", LEDGER_FORMAT),
+           "      keep = False  # a line torn by a kill\n", "      keep = True\n", REWIND),
     Mutant("truncate_deletes_what_it_drops", "mjx_walk/run/ledger.py",
-           "      file.writelines(dropped)\n", "      pass\n", LEDGER_FORMAT),
+           "      file.writelines(dropped)\n", "      pass\n", REWIND),
     # The checkpoint keep policy: the best never kept, the worst kept as the best, checkpoints
     # without a score kept forever, one checkpoint too many, and ties broken towards falls.
     Mutant("keep_best_ignored", "mjx_walk/run/checkpoint.py",

@@ -74,3 +74,15 @@ def one_chunk(cfg: config_lib.TrainConfig, prefix: str) -> pathlib.Path:
   saver.save(carry, wall_seconds=0.0)
   saver.close()
   return run_dir
+
+
+def flip_bytes(checkpoint_dir: pathlib.Path, item: str = "policy") -> None:
+  """Flips 4 bytes in the middle of every array data file of one item of a checkpoint (the
+  `policy` item is the one a loaded policy reads). The data is zstd-compressed: a flip either
+  breaks the frame (unreadable) or decompresses to other numbers, which only the checksums can
+  tell."""
+  for victim in (checkpoint_dir / item).glob("**/d/*"):  # the item's and the process's data
+    data = bytearray(victim.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+    victim.write_bytes(bytes(data))

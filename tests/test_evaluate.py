@@ -35,17 +35,6 @@ import runs
 R = env_lib.ResetReason
 
 
-def flip_policy_bytes(checkpoint_dir: pathlib.Path) -> None:
-  """Flips 4 bytes in the middle of every array data file of a checkpoint's `policy` item (the
-  one a loaded policy reads), as tests/test_checkpoint.py corrupts a train state: the data is
-  zstd-compressed, so the item becomes unreadable or its checksums stop matching."""
-  for victim in (checkpoint_dir / "policy").glob("**/d/*"):
-    data = bytearray(victim.read_bytes())
-    middle = len(data) // 2
-    data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
-    victim.write_bytes(bytes(data))
-
-
 def save_untrained_run(cfg: config_lib.TrainConfig, run_dir: pathlib.Path) -> None:
   """Saves a run folder of `cfg` with one checkpoint at update 0 whose arrays are zeros. Nothing
   is trained or compiled: the state's shapes come from `jax.eval_shape`. For refusals that must
@@ -305,7 +294,7 @@ class EvaluateCommandTest(absltest.TestCase):
     # Catches a compare run loaded (and found corrupted) only after this run was evaluated and
     # eval/2.json written.
     mine, theirs = self.copy_of_the_run(), self.copy_of_the_run()
-    flip_policy_bytes(theirs / run_folder.CHECKPOINTS / "4")
+    runs.flip_bytes(theirs / run_folder.CHECKPOINTS / "4")
     before = commands.folder_digest(mine)
     ran = commands.run_main(evaluate_cli.main, f"--run_dir={mine}", "--step=2",
                             f"--compare={theirs}")
@@ -338,7 +327,7 @@ class EvaluateCommandTest(absltest.TestCase):
     # The newest checkpoint's policy bytes flipped: refused by name, not evaluated, nothing
     # written (catches a policy read without verifying it).
     run_dir = self.copy_of_the_run()
-    flip_policy_bytes(run_dir / run_folder.CHECKPOINTS / "4")
+    runs.flip_bytes(run_dir / run_folder.CHECKPOINTS / "4")
     before = commands.folder_digest(run_dir)
     ran = commands.run_main(evaluate_cli.main, f"--run_dir={run_dir}")
     self.assertEqual((ran.status, ran.out), (2, ""))

@@ -319,11 +319,7 @@ class RefusalTest(absltest.TestCase):
     shutil.copytree(trained_run(), run_dir)
     shutil.rmtree(run_dir / "export", ignore_errors=True)  # other tests export into trained_run()
     newest = run_dir / "checkpoints" / str(STEP)
-    for victim in (newest / "policy").glob("**/d/*"):
-      data = bytearray(victim.read_bytes())
-      middle = len(data) // 2
-      data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
-      victim.write_bytes(bytes(data))
+    runs.flip_bytes(newest)
     before = commands.folder_digest(run_dir)
     ran = commands.run_main(export_cli.main, f"--run_dir={run_dir}")
     self.assertEqual((ran.status, ran.out), (2, ""))

@@ -404,6 +404,7 @@ class TestTruncateAfter:
     assert path.read_text() == "".join(self.BEFORE) + self.AFTER[1]
     assert dropped.read_text() == ('{"kind": "update", "update": 9}\n' + self.AFTER[0]
                                    + "".join(self.AFTER[2:4]) + self.AFTER[4] + "\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([ledger.FILENAME, dropped.name])
     # The resumed run appends from there: update 3 follows the checkpoint's records.
     with ledger.Ledger(path) as book:
       book.write({"kind": "update", "update": 3, "episode/return": 3.25})
@@ -423,8 +424,8 @@ class TestTruncateAfter:
 
 
 class LedgerFormatTest(absltest.TestCase):
-  """The file format: its kinds, JSON without NaN or NumPy types, and the rewind to a
-  checkpoint (`truncate_after`). The expected lines are written out here by hand."""
+  """The file format: its kinds and JSON without NaN or NumPy types (the rewind to a checkpoint
+  is `TestTruncateAfter`). The expected lines are written out here by hand."""
 
   KINDS = ("recipe", "update", "eval", "divergence", "sim2sim")
   """The kinds the module docstring documents."""
@@ -476,39 +477,3 @@ class LedgerFormatTest(absltest.TestCase):
                   "e": (np.float32(-np.inf), float("-inf")), "f": {7: np.float64(np.nan)}})
     self.assertEqual(path.read_text(), '{"kind": "update", "a": 1.5, "b": 3, '
                      '"c": [1.0, null, null], "d": true, "e": [null, null], "f": {"7": null}}\n')
-
-  def _lines(self, *records: dict) -> list[str]:
-    return [json.dumps(r) + "\n" for r in records]
-
-  def test_truncate_after_moves_what_lies_past_the_checkpoint_and_a_torn_line(self):
-    # A run killed after its checkpoint at update 3 and resumed from it. Catches recipe and
-    # divergence records (the run's history) dropped, the checkpoint's own update dropped, a
-    # record past it kept, a torn last line kept, and dropped lines deleted instead of moved.
-    folder = pathlib.Path(self.create_tempdir().full_path)
-    path, dropped = folder / ledger.FILENAME, folder / "dropped.jsonl"
-    (recipe, u1, u2, e2, u3, u4, e4, divergence, check, resumed) = self._lines(
-        {"kind": "recipe", "seed": 0}, {"kind": "update", "update": 1},
-        {"kind": "update", "update": 2}, {"kind": "eval", "update": 2},
-        {"kind": "update", "update": 3}, {"kind": "update", "update": 4},
-        {"kind": "eval", "update": 4}, {"kind": "divergence", "update": 5},
-        {"kind": "sim2sim", "update": 4}, {"kind": "recipe", "resumed_from_update": 2})
-    torn = '{"kind": "update", "upd'
-    path.write_text("".join([recipe, u1, u2, e2, u3, u4, e4, divergence, check, resumed, torn]))
-    dropped.write_text("earlier\n")
-    self.assertEqual(ledger.truncate_after(path, 3, dropped), 4)
-    self.assertEqual(path.read_text(), "".join([recipe, u1, u2, e2, u3, divergence, resumed]))
-    self.assertEqual(dropped.read_text(), "".join(["earlier\n", u4, e4, check, torn + "\n"]))
-    self.assertEqual(sorted(p.name for p in folder.iterdir()),
-                     ["dropped.jsonl", ledger.FILENAME])
-
-  def test_truncate_after_leaves_a_ledger_that_ends_at_the_checkpoint_alone(self):
-    # Catches a rewind that drops or rewrites records it should keep.
-    folder = pathlib.Path(self.create_tempdir().full_path)
-    path, dropped = folder / ledger.FILENAME, folder / "dropped.jsonl"
-    text = "".join(self._lines({"kind": "recipe"}, {"kind": "update", "update": 1},
-                               {"kind": "update", "update": 2}, {"kind": "eval", "update": 2}))
-    path.write_text(text)
-    self.assertEqual(ledger.truncate_after(path, 2, dropped), 0)
-    self.assertEqual(path.read_text(), text)
-    self.assertFalse(dropped.exists())
-    self.assertEqual(ledger.truncate_after(folder / "none.jsonl", 2, dropped), 0)

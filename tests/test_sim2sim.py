@@ -570,11 +570,7 @@ class Sim2SimCommandTest(absltest.TestCase):
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_corrupted_")) / "run"
     shutil.copytree(self.run_dir, run_dir)
     newest = run_dir / "checkpoints" / "2"
-    for victim in (newest / "policy").glob("**/d/*"):
-      data = bytearray(victim.read_bytes())
-      middle = len(data) // 2
-      data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
-      victim.write_bytes(bytes(data))
+    runs.flip_bytes(newest)
     before = commands.folder_digest(run_dir)
     for policy in ("onnx", "jax"):
       ran = commands.run_main(sim2sim_cli.main, f"--run_dir={run_dir}", f"--policy={policy}")
