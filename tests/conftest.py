@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import tempfile
+import time
 
 from absl import flags
 import pytest
@@ -32,6 +33,11 @@ _COMPILE_SECONDS = "/jax/core/compile/backend_compile_duration"
 _COMPILE_LOG = "MJX_WALK_COMPILE_LOG"
 """Set to a file's path to append one line per compiled or cache-read program to it: the test,
 the program's name and its seconds (for finding programs that only one file uses)."""
+_CPU_LOG = "MJX_WALK_CPU_LOG"
+"""Set to a file's path to append one line per test phase to it: the CPU seconds this process
+and the subprocesses it waited for spent on it (user and system), then its wall seconds. CPU
+seconds hardly change when other work shares the cores, so they show what a test costs even on
+a busy machine."""
 _cache = collections.Counter()
 _WORKER = pytest.StashKey[str]()
 _running = {"test": "(collection)"}
@@ -55,6 +61,24 @@ def _count_seconds(event, seconds, **kwargs):
 def pytest_runtest_logstart(nodeid, location):
   del location
   _running["test"] = nodeid
+
+
+def _cpu_seconds() -> float:
+  t = os.times()
+  return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  del nextitem
+  if not os.environ.get(_CPU_LOG):
+    return (yield)
+  cpu, wall = _cpu_seconds(), time.monotonic()
+  try:
+    return (yield)
+  finally:
+    with open(os.environ[_CPU_LOG], "a") as log:
+      log.write(f"{_cpu_seconds() - cpu:8.2f} {time.monotonic() - wall:8.2f} {item.nodeid}\n")
 
 
 # XLA's CPU backend without its LLVM optimizations: the tiny config's training chunk compiles in

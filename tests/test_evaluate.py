@@ -162,10 +162,12 @@ class EvaluatorTest(absltest.TestCase):
                                       critic_hidden_sizes=(16,), activation="elu", init_std=0.5)
     evaluator = panel.make_evaluator(cfg, manifest, nets)
     spec = evaluator.env.observation_spec()
-    params = policy_lib.PolicyParams(
+    # On the host, as `Evaluator.run_with_traces` hands them to the jitted pass (one program
+    # per input placement).
+    params = jax.device_get(policy_lib.PolicyParams(
         actor=nets.init(jax.random.key(1), spec["policy"].shape[-1],
                         spec["critic"].shape[-1]).actor,
-        normalizer=normalizer.init(spec))
+        normalizer=normalizer.init(spec)))
 
     # The panel's env: noise-free observations and the panel's episode length.
     self.assertEqual(evaluator.env.env_config.obs_noise_scale, 0.0)

@@ -116,8 +116,9 @@ def tearDownModule():
 
 def _on_devices(fn, num_devices: int):
   """`fn` run as on `num_devices` devices: vmapped over a named axis, so that pmean, psum and
-  axis_index act across the mapped blocks as across the devices of a mesh."""
-  return jax.vmap(fn, axis_name=sharding.AXIS, axis_size=num_devices)
+  axis_index act across the mapped blocks as across the devices of a mesh. Jitted: one program,
+  not one per operation."""
+  return jax.jit(jax.vmap(fn, axis_name=sharding.AXIS, axis_size=num_devices))
 
 
 class CollectivesTest(chex.TestCase):
@@ -169,8 +170,10 @@ class CollectivesTest(chex.TestCase):
         advantages=jnp.asarray(np.concatenate([rng.normal(5 * d, 1 + d, size // 4)
                                                for d in range(4)]), jnp.float32),
         returns=jnp.asarray(rng.normal(size=size), jnp.float32))
-    whole = trainer_lib._minibatch_step(parts(axis_name=None, local_envs=8),
-                                        (params, opt_state), batch)
+    # Jitted, as inside the chunk (op by op it would compile every operation on its own).
+    whole = jax.jit(functools.partial(trainer_lib._minibatch_step,
+                                      parts(axis_name=None, local_envs=8)))(
+                                          (params, opt_state), batch)
     split = _on_devices(
         lambda b: trainer_lib._minibatch_step(parts(axis_name=sharding.AXIS, local_envs=2),
                                               (params, opt_state), b), 4)(

@@ -18,6 +18,7 @@ import tempfile
 from unittest import mock
 
 from absl.testing import absltest
+import chex
 import jax
 import numpy as np
 
@@ -364,41 +365,57 @@ class ProcessTest(absltest.TestCase):
 class DivergenceTest(absltest.TestCase):
 
   def test_a_diverged_update_stops_the_run_and_keeps_the_good_checkpoints(self):
-    # A learning rate of 10 without the adaptive rule takes the tiny run's parameters to inf at
-    # update 7 (chunk 4); checkpoints are saved after chunks 1-3 (updates 2, 4, 6), and only
-    # the newest is kept by the keep-policy.
-    run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
-    ran = commands.run_main(
-        train_lib.main, f"--run_dir={run_dir}", *TINY_FLAGS, "--config.total_env_steps=960",
-        "--config.ppo.learning_rate=10", "--config.ppo.desired_kl=0",
-        "--config.checkpoint.every_chunks=1", "--config.checkpoint.max_to_keep=1",
-        "--config.checkpoint.keep_best=false", "--config.panel.every_chunks=0")
-    self.assertEqual(ran.status, train_lib.EXIT_DIVERGED, ran.err)
-    self.assertNotIn("Traceback", ran.err)
-    self.assertRegex(ran.err, r"^error: update 7 diverged: non-finite loss/total, "
-                     r"loss/policy, .*params/actor.*\. The run stopped and saved nothing of the "
-                     r"diverged state; every checkpoint up to update 6 is kept\. Resume from it "
-                     rf"with:\n  python -m mjx_walk.train --resume={run_dir}\n")
-    self.assertEqual(checkpoint.steps(run_dir), [6])
-    records = ledger.read_run(run_dir)
-    self.assertEqual(records[-1]["kind"], "divergence")
-    self.assertEqual(records[-1]["update"], 7)
-    self.assertEqual(records[-1]["last_checkpoint"], 6)
-    self.assertIn("loss/grad_norm", records[-1]["nonfinite"])
-    self.assertEqual([r["update"] for r in ledger.of_kind(records, "update")], list(range(1, 8)))
-    self.assertIsNone(records[-2]["loss/total"])  # the diverged update's loss, as JSON null
-
-    # The kept checkpoint is intact and finite (experiments/data_safety.py also resumes it).
-    cfg = tiny_config(chunks=10)
-    cfg.ppo.learning_rate, cfg.ppo.desired_kl = 10.0, 0.0
+    # A run of the tiny config saved at update 2 whose critic output bias is 1e30: finite, so
+    # the checkpoint saves and verifies, but every value is then ~1e30 and the value loss
+    # (~1e56) overflows float32 in the first update after it. Resumed for two more chunks, the
+    # run must stop at update 3 with the guard's names, keep checkpoint 2 as it was, and save
+    # nothing of the diverged state. (A poisoned state rather than a learning rate that drives
+    # the parameters off: the run then uses the tiny config's compiled chunk.)
+    cfg = tiny_config(chunks=1)
     cfg.checkpoint.max_to_keep, cfg.checkpoint.keep_best, cfg.panel.every_chunks = 1, False, 0
     trainer = trainer_lib.make_trainer(cfg)
-    restored = checkpoint.restore(run_dir, jax.eval_shape(trainer.init, jax.random.key(0)), cfg,
-                                  trainer.manifest)
-    self.assertEqual(restored.step, 6)
-    train = restored.carry.train
-    for leaf in jax.tree.leaves((train.params, train.opt_state, train.normalizer)):
-      self.assertTrue(np.isfinite(np.asarray(leaf)).all())
+    carry, _ = trainer.train_chunk(trainer.init(jax.random.key(0)))
+    critic = jax.tree_util.tree_map_with_path(
+        lambda path, x: x.at[0].set(1e30) if "out" in jax.tree_util.keystr(path)
+        and x.ndim == 1 else x, carry.train.params.critic)
+    carry = carry.replace(train=carry.train.replace(
+        params=carry.train.params.replace(critic=critic)))
+    saved = jax.device_get(carry.train)
+    run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
+    run_folder.RunFolder.create(run_dir, cfg, trainer.manifest)
+    saver = checkpoint.Checkpointer(run_dir, cfg, trainer.manifest)
+    saver.save(carry, wall_seconds=0.0)
+    saver.close()
+
+    ran = commands.run_main(train_lib.main, f"--resume={run_dir}",
+                            f"--config.total_env_steps={3 * cfg.env_steps_per_chunk}")
+    self.assertEqual(ran.status, train_lib.EXIT_DIVERGED, ran.err)
+    self.assertNotIn("Traceback", ran.err)
+    self.assertRegex(ran.err, r"^error: update 3 diverged: non-finite loss/total, .*loss/value"
+                     r".*\. The run stopped and saved nothing of the diverged state; every "
+                     r"checkpoint up to update 2 is kept\. Resume from it "
+                     rf"with:\n  python -m mjx_walk.train --resume={run_dir}\n")
+    self.assertEqual(checkpoint.steps(run_dir), [2])
+    records = ledger.read_run(run_dir)
+    self.assertEqual(records[-1]["kind"], "divergence")
+    self.assertEqual(records[-1]["update"], 3)
+    self.assertEqual(records[-1]["last_checkpoint"], 2)
+    self.assertIn("loss/value", records[-1]["nonfinite"])
+    self.assertEqual([r["update"] for r in ledger.of_kind(records, "update")], [3])
+    self.assertIsNone(records[-2]["loss/total"])  # the diverged update's loss, as JSON null
+
+    # The kept checkpoint is the state that was saved, bit for bit.
+    restored = checkpoint.restore(run_dir, jax.eval_shape(trainer.init, jax.random.key(0)),
+                                  folder_config(run_dir), trainer.manifest)
+    self.assertEqual(restored.step, 2)
+    chex.assert_trees_all_equal(
+        jax.device_get((restored.carry.train.params, restored.carry.train.opt_state,
+                        restored.carry.train.normalizer)),
+        (saved.params, saved.opt_state, saved.normalizer))
+
+
+def folder_config(run_dir: pathlib.Path):
+  return run_folder.RunFolder.open(run_dir).read_config()
 
 
 if __name__ == "__main__":

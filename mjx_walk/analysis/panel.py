@@ -181,8 +181,12 @@ class Evaluator:
 
   def run_with_traces(self, params: policy_lib.PolicyParams
                       ) -> tuple[dict[str, Any], EpisodeTraces]:
-    """Evaluates once: (the per-stratum metrics, one traced episode per stratum as NumPy)."""
-    stats, traces = jax.device_get(self.run(params))
+    """Evaluates once: (the per-stratum metrics, one traced episode per stratum as NumPy).
+
+    The parameters go in as host arrays, wherever they come from (a checkpoint, the trainer's
+    mesh, NumPy): jit compiles a program per input placement, and the panel's is one program
+    for every caller."""
+    stats, traces = jax.device_get(self.run(jax.device_get(params)))
     return summarize(stats, self.manifest, self.config), traces
 
 

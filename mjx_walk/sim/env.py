@@ -48,6 +48,7 @@ from mjx_walk.sim import observations
 from mjx_walk.sim import rewards
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
+from mjx_walk.sim import _mjx
 from mjx_walk.sim._mjx import mjx
 
 Observation = dict[str, jax.Array]  # {"policy": [O], "critic": [P]}
@@ -394,7 +395,7 @@ class LocomotionEnv:
     data = mjx.make_data(self.model).replace(qpos=qpos, qvel=qvel, ctrl=joints)
     # Kinematics alone positions the feet for the first observation; mjx.step recomputes the
     # full forward pass before it integrates, so nothing else needs to be valid here.
-    return mjx.kinematics(self.model, data)
+    return _mjx.kinematics(self.model, data)
 
   def _no_step_yet(self) -> tuple[StepSignals, dict[str, jax.Array]]:
     """Signals and metrics of a state no step has led to: zeros and False, shaped as a step's."""
@@ -613,7 +614,7 @@ class LocomotionEnv:
       model = model.replace(hfield_data=self.heights(state).reshape(-1))
 
     def physics_step(_, data):
-      return mjx.step(model, data)
+      return _mjx.step(model, data)
 
     push = self.push_force(family, state.task.step)  # [3]
     xfrc = state.data.xfrc_applied.at[self.robot.trunk_body_id, 0:3].set(push)  # [nbody, 6]
