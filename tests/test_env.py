@@ -341,16 +341,17 @@ class EnvTest(chex.TestCase):
     self.assertEqual(int(nxt.reset_reason[1]), env_lib.ResetReason.FALL)
     np.testing.assert_array_equal(nxt.reset_reason[2:], env_lib.ResetReason.NONE)
 
-    # With the height and tilt tests switched off, a trunk lying upside down on the floor (legs
-    # in the air, trunk box 1.7 cm into the ground) ends the episode by body contact alone.
-    contact_env = _env(init_joint_noise=0.0, init_velocity_noise=0.0, obs_noise_scale=0.0,
-                       fall_height=0.01, fall_tilt_degrees=180.0)
-    reset_c, step_c = _jitted(contact_env)
-    state = _reset(reset_c)
-    upside_down = jnp.array([0.0, 1.0, 0.0, 0.0])
-    qpos = state.data.qpos.at[1, 3:7].set(upside_down).at[1, 2].set(0.04)
-    state = state.replace(data=state.data.replace(qpos=qpos))
-    nxt = step_c(state, jnp.zeros((NUM_ENVS, contact_env.action_size)))
+    # A body geom on the floor with the trunk upright above the fall height ends the episode by
+    # body contact alone: env 1 at a trunk height of 0.2 m (the fall height is 0.18 m) with its
+    # thighs hanging straight down (thigh 0, calf -1.2 rad, inside their ranges), so each thigh's
+    # collision capsule (0.22 m below its hip) is 2 cm into the floor.
+    state = _reset(reset)
+    qpos = state.data.qpos.at[1, 2].set(0.2)
+    for leg in range(4):
+      qpos = qpos.at[1, 7 + 3 * leg + 1].set(0.0).at[1, 7 + 3 * leg + 2].set(-1.2)
+    self.assertGreater(float(qpos[1, 2]), env.config.env.fall_height)
+    nxt = step(state.replace(data=state.data.replace(qpos=qpos)),
+               jnp.zeros((NUM_ENVS, env.action_size)))
     self.assertEqual(int(nxt.reset_reason[1]), env_lib.ResetReason.BODY_CONTACT)
     self.assertTrue(bool(nxt.terminated[1]))
     np.testing.assert_array_equal(np.asarray(nxt.reset_reason)[[0, 2, 3]], env_lib.ResetReason.NONE)
