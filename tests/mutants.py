@@ -109,6 +109,10 @@ ENV_TERMINATION = (  # all on the quiet env: one compiled step
 PANEL_SUCCESS = ("tests/test_evaluate.py::SummarizeTest",
                  "tests/test_evaluate.py::SuccessThresholdsTest")
 SHARDED_KL = ("tests/test_sharding.py::KlAcrossDevicesTest",)
+EXPORT_ACTIVATIONS = ("tests/test_export.py::GraphTest::test_every_activation_matches_the_jax_"
+                      "policy",)
+EXPORT_NORMALIZER_CLIP = ("tests/test_export.py::GraphTest::test_observations_beyond_the_"
+                          "normalizers_clip_match_the_jax_policy",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,8 +250,9 @@ MUTANTS = (
            "  normalize = pol.config.ppo.normalize_observations\n",
            "  normalize = False\n", EXPORT_PARITY),
     Mutant("onnx_without_clip", "mjx_walk/run/onnx_policy.py",
-           "    action = jnp.clip(policy_lib.mean_action(nets, normalize, params, obs), -clip, clip)",
-           "    action = policy_lib.mean_action(nets, normalize, params, obs)", EXPORT_CLIP),
+           "  action = g.node(\"Clip\", mean, g.constant(-clip, \"action/low\"), "
+           "g.constant(clip, \"action/high\"),\n                  output=OUTPUTS[0])\n",
+           "  action = g.node(\"Identity\", mean, output=OUTPUTS[0])\n", EXPORT_CLIP),
     # Data parallelism: gradients not averaged over devices, the normalizer's merge without the
     # spread of the device means, advantages standardised per device, every device stepping the
     # first block of envs, families counted by the device's own env index, and the check of
@@ -564,6 +569,21 @@ MUTANTS = (
            "        ppo.get_learning_rate(opt_state), ppo.ppo_loss(params, parts.networks, batch, "
            "parts.loss_config, parts.axis_name)[1][\"loss/approx_kl\"], ppo_cfg.desired_kl,\n",
            SHARDED_KL),
+    # The ONNX graph: the hidden layers' activation left out, the normaliser's std multiplied
+    # instead of divided, swish built as a bare sigmoid, and the normalised observation unclipped.
+    Mutant("onnx_activation_dropped", "mjx_walk/run/onnx_policy.py",
+           "    x = activate(g, x)\n",
+           "    x = x\n", EXPORT_PARITY),
+    Mutant("onnx_normalizer_std_multiplied", "mjx_walk/run/onnx_policy.py",
+           "    x = g.node(\"Div\", x, g.constant(std, \"normalizer/std\"))\n",
+           "    x = g.node(\"Mul\", x, g.constant(std, \"normalizer/std\"))\n", EXPORT_PARITY),
+    Mutant("onnx_swish_bare_sigmoid", "mjx_walk/run/onnx_policy.py",
+           "    \"swish\": lambda g, x: g.node(\"Mul\", x, g.node(\"Sigmoid\", x)),",
+           "    \"swish\": lambda g, x: g.node(\"Sigmoid\", x),", EXPORT_ACTIVATIONS),
+    Mutant("onnx_normalizer_unclipped", "mjx_walk/run/onnx_policy.py",
+           "    x = g.node(\"Clip\", x, g.constant(-normalizer.CLIP, \"normalizer/low\"),\n"
+           "               g.constant(normalizer.CLIP, \"normalizer/high\"))\n",
+           "    x = g.node(\"Identity\", x)\n", EXPORT_NORMALIZER_CLIP),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

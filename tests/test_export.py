@@ -1,7 +1,8 @@
 """Tests for the ONNX export (mjx_walk.run.onnx_policy) and the `python -m mjx_walk.export`
 command: the model against the JAX policy on observations of a real MJX rollout, its interface,
-its metadata against the robot and the config, the action clip, and the command's output, files
-and refusals (run in-process, tests/commands.py).
+its metadata against the robot and the config, the action clip, the graph of every activation and
+of observations beyond the normaliser's clip, and the command's output, files and refusals (run
+in-process, tests/commands.py).
 
 One tiny run is trained once per module (one chunk of two PPO updates, so the observation
 normaliser holds real statistics) and exported once by the command. The references are written
@@ -13,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.metadata
+import itertools
 import json
 import logging
 import pathlib
@@ -29,6 +31,7 @@ import onnx
 from mjx_walk import config as config_lib
 from mjx_walk import export as export_cli
 from mjx_walk.analysis import onnx_export
+from mjx_walk.learn import networks
 from mjx_walk.run import onnx_policy
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
@@ -121,8 +124,7 @@ class ExportCommandTest(absltest.TestCase):
     cls.obs = rollout()  # [T, N, O]
 
   def test_prints_the_parity_and_the_files_written_and_nothing_else(self):
-    # Catches library logs (jax2onnx's tracebacks for its plugins that fail to import, logged
-    # at the process's first conversion, and onnx_ir's warnings) in the output, a parity record
+    # Catches library logs or warnings (onnx's, onnxruntime's) in the output, a parity record
     # that is not the one printed, and files written elsewhere.
     self.assertEqual((self.ran.status, self.ran.err), (0, ""))
     self.assertEqual([f"{r.name}: {r.getMessage()}" for r in self.logs.records], [])
@@ -169,7 +171,14 @@ class ExportCommandTest(absltest.TestCase):
         self.assertLessEqual(targets_diff, TOLERANCE)
 
   def test_one_input_obs_with_a_symbolic_batch_and_two_outputs(self):
-    graph = onnx.load(str(self.model_path)).graph
+    # Catches a model onnx's own checker refuses, and one that needs more than the standard
+    # operators of opset 17 (or a newer IR than that opset's) that robot-side runtimes read.
+    model = onnx.load(str(self.model_path))
+    onnx.checker.check_model(model, full_check=True)
+    self.assertEqual([(o.domain, o.version) for o in model.opset_import], [("", 17)])
+    self.assertEqual(model.ir_version, 8)
+    self.assertEqual({node.domain for node in model.graph.node}, {""})
+    graph = model.graph
     obs_size = self.pol.observation_spec.shape[-1]
     action_size = robots.load(self.pol.config.env.robot).num_actions
 
@@ -235,7 +244,7 @@ class ExportCommandTest(absltest.TestCase):
         "mjx_walk": importlib.metadata.version("mjx_walk"), "jax": jax.__version__,
         "flax": flax.__version__, "mujoco": mujoco.__version__,
         "mujoco-mjx": importlib.metadata.version("mujoco-mjx"),
-        "jax2onnx": importlib.metadata.version("jax2onnx"), "onnx": onnx.__version__})
+        "onnx": onnx.__version__})
 
   def test_exporting_again_replaces_both_files(self):
     # Catches a second export that appends, refuses, leaves a temporary file behind, or
@@ -279,6 +288,52 @@ class ActionClipTest(absltest.TestCase):
         targets, robot.default_pose + robot.spec.action_scale * np.clip(raw, -clip, clip),
         rtol=0, atol=TOLERANCE)
     self.assertEqual(model.metadata["action_clip"], clip)
+
+
+class GraphTest(absltest.TestCase):
+  """The graph against the JAX policy where the tiny run's export cannot show it: the other
+  activations, and observations beyond the normaliser's clip."""
+
+  def test_every_activation_matches_the_jax_policy(self):
+    # The tiny run's parameters under each activation a config accepts (the parity test sees
+    # only the tiny config's elu). Catches an activation mapped to other nodes than Flax's
+    # function (swish as a bare sigmoid, elu with another alpha, relu and tanh swapped).
+    pol = policy_lib.load(trained_run())
+    clip = pol.config.env.action_clip
+    obs = rollout()[:2].reshape(14, -1)  # [14, O]: two steps of seven envs
+    actions = {}
+    for activation in config_lib.ACTIVATIONS:
+      with self.subTest(activation=activation):
+        net = dataclasses.replace(pol.config.network, activation=activation)
+        cfg = dataclasses.replace(pol.config, network=net)
+        other = dataclasses.replace(
+            pol, config=cfg, networks=networks.from_config(cfg, pol.networks.actor.action_size))
+        action, _ = onnx_policy.OnnxPolicy(onnx_policy.to_model(other).SerializeToString()).act(obs)
+        actions[activation] = np.clip(np.asarray(other.act(obs)), -clip, clip)  # [14, A]
+        np.testing.assert_allclose(action, actions[activation], rtol=0, atol=TOLERANCE)
+    # Each activation moves the action, so a model with another one could not pass.
+    for a, b in itertools.combinations(config_lib.ACTIVATIONS, 2):
+      self.assertGreater(np.abs(actions[a] - actions[b]).max(), 1e-3, (a, b))
+
+  def test_observations_beyond_the_normalizers_clip_match_the_jax_policy(self):
+    # Observations 20 to 2000 standard deviations from the run's mean, each feature on its own
+    # side (seven, a batch the parity test has compiled the policy for). Catches a model that does not clip the normalised observation to +-10, or clips it
+    # elsewhere (before the standardisation, or with another bound).
+    pol = policy_lib.load(trained_run())
+    clip = pol.config.env.action_clip
+    stats = pol.params.normalizer
+    mean = np.asarray(stats.mean["policy"], np.float32)  # [O]
+    std = np.sqrt(np.asarray(stats.var["policy"], np.float32) + np.float32(1e-8))  # [O]
+    rng = np.random.default_rng(0)
+    sides = rng.choice([-1.0, 1.0], size=(7, mean.size))  # [7, O]
+    distance = np.array([20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0])[:, None]  # [7, 1]
+    obs = (mean + sides * distance * std).astype(np.float32)  # [7, O]
+    expected = np.clip(np.asarray(pol.act(obs)), -clip, clip)  # [7, A]
+    unclipped = policy_lib.mean_action(pol.networks, False, pol.params, (obs - mean) / std)
+    self.assertGreater(np.abs(np.clip(np.asarray(unclipped), -clip, clip) - expected).max(), 1e-2)
+    model = onnx_policy.OnnxPolicy(onnx_policy.to_model(pol).SerializeToString())
+    action, _ = model.act(obs)
+    np.testing.assert_allclose(action, expected, rtol=0, atol=TOLERANCE)
 
 
 class RefusalTest(absltest.TestCase):
@@ -330,17 +385,18 @@ class RefusalTest(absltest.TestCase):
     self.assertFalse((run_dir / "export").exists())
 
   def test_a_model_that_differs_from_the_policy_is_refused_and_nothing_is_written(self):
-    # Both outputs off by 1e-4, ten times the tolerance. Catches a parity check that never
+    # The mean head's bias off by 1e-4 in the graph, so the action is off by 1e-4, ten times the
+    # tolerance (the targets by action_scale times that). Catches a parity check that never
     # fails, and a command that writes (or replaces) the model before checking it.
-    exported_function = onnx_policy.exported_function
+    actor_layers = onnx_policy.actor_layers
 
-    def off_by_1e4(pol, env):
-      act = exported_function(pol, env)
-      return lambda obs: tuple(out + 1e-4 for out in act(obs))
+    def off_by_1e4(pol):
+      *hidden, (kernel, bias) = actor_layers(pol)
+      return [*hidden, (kernel, bias + np.float32(1e-4))]
 
     run_dir = trained_run()
     before = commands.folder_digest(run_dir)
-    with mock.patch.object(onnx_policy, "exported_function", off_by_1e4):
+    with mock.patch.object(onnx_policy, "actor_layers", off_by_1e4):
       ran = commands.run_main(export_cli.main, f"--run_dir={run_dir}")
     self.assertEqual((ran.status, ran.out), (export_cli.EXIT_PARITY, ""))
     self.assertRegex(ran.err, r"^error: the ONNX model differs from the JAX policy by up to "

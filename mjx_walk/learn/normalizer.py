@@ -23,9 +23,11 @@ import jax.numpy as jnp
 
 PyTree = Any
 
-# Added under the square root so a feature that never varies (var == 0) maps to
-# 0 instead of dividing by zero.
-_VAR_EPS = 1e-8
+VAR_EPS = 1e-8
+"""Added to the variance under the square root, so a feature that never varies (var == 0) maps
+to 0 instead of dividing by zero."""
+CLIP = 10.0
+"""`normalize`'s default bound on a standardised observation."""
 
 
 @flax.struct.dataclass
@@ -153,7 +155,7 @@ def update(state: NormalizerState, obs_batch: PyTree,
   )
 
 
-def normalize(state: NormalizerState, obs: PyTree, clip: float = 10.0) -> PyTree:
+def normalize(state: NormalizerState, obs: PyTree, clip: float = CLIP) -> PyTree:
   """Standardises observations with the running statistics.
 
   Args:
@@ -170,7 +172,7 @@ def normalize(state: NormalizerState, obs: PyTree, clip: float = 10.0) -> PyTree
 
   def _one(x: jax.Array, mean: jax.Array, var: jax.Array) -> jax.Array:
     chex.assert_shape(x, (..., *mean.shape))
-    z = (jnp.asarray(x, jnp.float32) - mean) / jnp.sqrt(var + _VAR_EPS)  # [..., *S]
+    z = (jnp.asarray(x, jnp.float32) - mean) / jnp.sqrt(var + VAR_EPS)  # [..., *S]
     return jnp.clip(z, -clip, clip)  # [..., *S]
 
   return jax.tree.map(_one, obs, state.mean, state.var)

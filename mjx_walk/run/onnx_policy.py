@@ -1,5 +1,5 @@
-"""A trained policy as an ONNX model: the exported function, its metadata, the file, and a loader
-that runs it with onnxruntime.
+"""A trained policy as an ONNX model: its graph, its metadata, the file, and a loader that runs it
+with onnxruntime.
 
   model = onnx_policy.to_model(policy.load("runs/<run>"))   # onnx.ModelProto
   onnx_policy.write_atomically(path, model.SerializeToString())
@@ -16,8 +16,18 @@ The model has one input and two outputs, float32, with a symbolic batch dimensio
                          order: the PD targets the env sends its actuators (without the actuator
                          delay training randomised)
 
-The actor's parameters and the observation normaliser's statistics are closed over, so they are
-constants of the graph: the model needs nothing but the observation. Nothing is sampled.
+The graph is built node by node with the onnx package's helper API (`graph`), opset `OPSET`,
+from the trained parameters, computing what `policy.mean_action` computes:
+
+  z = clip((obs - mean) / sqrt(var + 1e-8), -10, 10)   the observation normaliser, if the run
+                                                       normalises (`learn.normalizer.normalize`)
+  h = act(z @ W_i + b_i)                               each hidden layer of the actor's mean MLP,
+                                                       act the run's `network.activation`
+  action = clip(h @ W_out + b_out, -action_clip, action_clip)
+  joint_targets = default_pose + action_scale * action
+
+The parameters and statistics are constants of the graph (initializers): the model needs nothing
+but the observation. Nothing is sampled (the actor's std is not in the graph).
 
 The metadata (`metadata_props`, read back by `OnnxPolicy.metadata`) holds what a robot-side
 program needs and where the model came from; every value is JSON text (`json.loads` each one).
@@ -27,26 +37,21 @@ progress record, never written here by hand: see `metadata`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.metadata
 import json
-import logging
 import os
 import pathlib
-import warnings
 from typing import Any
 from typing import Callable
-from typing import Iterator
 
-import jax
-import jax.numpy as jnp
-import jax2onnx
 import numpy as np
 import onnx
+from onnx import numpy_helper
 import onnxruntime
 
 from mjx_walk import config as config_lib
+from mjx_walk.learn import normalizer
 from mjx_walk.run import checkpoint
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.sim import env as env_lib
@@ -57,14 +62,16 @@ INPUT = "obs"
 OUTPUTS = ("action", "joint_targets")
 BATCH = "B"
 """The symbolic name of the batch dimension of the input and the outputs."""
-PACKAGES = ("mjx_walk", "jax", "flax", "mujoco", "mujoco-mjx", "jax2onnx", "onnx")
+PACKAGES = ("mjx_walk", "jax", "flax", "mujoco", "mujoco-mjx", "onnx")
 """Packages whose installed versions the metadata records."""
-
-_CONVERTER_LOGGERS = ("jax2onnx", "onnx_ir")
-"""Loggers quieted during a conversion: jax2onnx logs a traceback for each of its optional
-plugins that fails to import against this JAX (dm_pix's, for one), and onnx_ir warns about
-values of unknown type it skips while serialising. Neither affects the model. The plugins' own
-DeprecationWarnings about JAX names are ignored for the same reason."""
+OPSET = 17
+"""The ONNX operator set of the graph (the default domain, nothing else): opset 17, of onnx 1.12
+(2022), so that robot-side runtimes of the last years load the model. Every operator the graph
+uses (Sub, Div, Clip, MatMul, Add, Mul, Elu, Relu, Tanh, Sigmoid) is defined as it is in opset
+14 or earlier. The model's IR version is the lowest that opset needs
+(`onnx.helper.find_min_ir_version_for`: 8)."""
+GRAPH_NAME = "mjx_walk_policy"
+"""The graph's name."""
 
 DOC = (
     "mjx_walk locomotion policy. Input obs [B, O] float32: the policy observation, laid out as "
@@ -80,31 +87,6 @@ def _package_version(name: str) -> str | None:
     return importlib.metadata.version(name)
   except importlib.metadata.PackageNotFoundError:
     return None
-
-
-def exported_function(pol: policy_lib.Policy, env: env_lib.LocomotionEnv
-                      ) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
-  """The function the model computes, with the policy's parameters closed over.
-
-  Args:
-    pol: the loaded policy (its parameters, networks and config).
-    env: the run's env (its robot gives the standing pose and the action scale).
-
-  Returns:
-    obs float32 [B, O] -> (action [B, A], joint_targets [B, A]), as described in the module
-    docstring.
-  """
-  nets, params = pol.networks, pol.params
-  normalize = pol.config.ppo.normalize_observations
-  clip = pol.config.env.action_clip
-  default_pose = jnp.asarray(env.robot.default_pose, jnp.float32)  # [A]
-  action_scale = env.robot.spec.action_scale
-
-  def act(obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-    action = jnp.clip(policy_lib.mean_action(nets, normalize, params, obs), -clip, clip)  # [B, A]
-    return action, default_pose + action_scale * action  # [B, A], [B, A]
-
-  return act
 
 
 def _command_ranges(ranges: config_lib.CommandRanges) -> dict[str, list[float]]:
@@ -172,46 +154,154 @@ def metadata(pol: policy_lib.Policy, env: env_lib.LocomotionEnv) -> dict[str, An
   }
 
 
-@contextlib.contextmanager
-def _quiet_converter() -> Iterator[None]:
-  """Raises the converter's loggers to ERROR and ignores DeprecationWarnings for the duration
-  (see `_CONVERTER_LOGGERS`)."""
-  loggers = [logging.getLogger(name) for name in _CONVERTER_LOGGERS]
-  levels = [logger.level for logger in loggers]
-  for logger in loggers:
-    logger.setLevel(logging.ERROR)
-  try:
-    with warnings.catch_warnings():
-      warnings.simplefilter("ignore", DeprecationWarning)
-      yield
-  finally:
-    for logger, level in zip(loggers, levels):
-      logger.setLevel(level)
+Dense = tuple[np.ndarray, np.ndarray]
+"""One Dense layer's (kernel float32 [I, H], bias float32 [H]): y = x @ kernel + bias."""
 
 
-def to_model(pol: policy_lib.Policy) -> onnx.ModelProto:
-  """Converts a loaded policy to an ONNX model with its metadata.
+def actor_layers(pol: policy_lib.Policy) -> list[Dense]:
+  """The actor's mean network as Dense layers, in the order it applies them.
 
   Args:
     pol: the loaded policy.
 
   Returns:
-    The model: input `obs` [B, O], outputs `action` and `joint_targets` [B, A], float32, the
-    metadata of `metadata` as JSON text.
+    [(kernel, bias)] of `hidden_0` ... `hidden_{n-1}` and then `out` (the mean head), float32
+    NumPy arrays, with n = len(network.actor_hidden_sizes).
 
   Raises:
-    ValueError: the env's observation layout does not describe the policy's observation.
+    ValueError: the actor's parameters are not the layers its network declares.
+  """
+  actor = pol.networks.actor
+  mean = pol.params.actor["params"]["mean"]
+  names = [f"hidden_{i}" for i in range(len(actor.hidden_sizes))] + ["out"]
+  if sorted(mean) != sorted(names):
+    raise ValueError(f"the actor's mean network has layers {sorted(mean)}; its network "
+                     f"declares {names}")
+  layers = [(np.asarray(mean[name]["kernel"], np.float32), np.asarray(mean[name]["bias"],
+                                                                       np.float32))
+            for name in names]
+  widths = [pol.observation_spec.shape[-1], *actor.hidden_sizes, actor.action_size]
+  shapes = [(kernel.shape, bias.shape) for kernel, bias in layers]
+  if shapes != [((i, o), (o,)) for i, o in zip(widths[:-1], widths[1:])]:
+    raise ValueError(f"the actor's layers have (kernel, bias) shapes {shapes}; its network "
+                     f"declares widths {widths}")
+  return layers
+
+
+class _Builder:
+  """Collects the nodes and initializers of one graph, naming each value once."""
+
+  def __init__(self):
+    self.nodes: list[onnx.NodeProto] = []
+    self.initializers: list[onnx.TensorProto] = []
+    self._count = 0
+
+  def constant(self, value: Any, name: str) -> str:
+    """A float32 initializer holding `value` (a scalar or an array); returns its name."""
+    self.initializers.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+    return name
+
+  def node(self, op: str, *inputs: str, output: str | None = None, **attributes: Any) -> str:
+    """Appends one node of the default domain; returns the name of its (one) output."""
+    if output is None:
+      self._count += 1
+      output = f"{op.lower()}_{self._count}"
+    self.nodes.append(onnx.helper.make_node(op, list(inputs), [output], **attributes))
+    return output
+
+  def dense(self, x: str, layer: Dense, name: str) -> str:
+    """x @ kernel + bias."""
+    kernel, bias = layer
+    product = self.node("MatMul", x, self.constant(kernel, f"{name}/kernel"))
+    return self.node("Add", product, self.constant(bias, f"{name}/bias"))
+
+
+ACTIVATIONS: dict[str, Callable[[_Builder, str], str]] = {
+    "elu": lambda g, x: g.node("Elu", x, alpha=1.0),  # flax.linen.elu, alpha 1
+    "relu": lambda g, x: g.node("Relu", x),
+    "tanh": lambda g, x: g.node("Tanh", x),
+    "swish": lambda g, x: g.node("Mul", x, g.node("Sigmoid", x)),  # flax.linen.swish: x sigmoid(x)
+}
+"""The nodes of each activation `config.ACTIVATIONS` names, as Flax defines it."""
+
+
+def graph(pol: policy_lib.Policy, env: env_lib.LocomotionEnv) -> onnx.GraphProto:
+  """The graph of the function the model computes (the module docstring's), from the policy's
+  parameters and statistics.
+
+  Args:
+    pol: the loaded policy (its parameters, networks and config).
+    env: the run's env (its robot gives the standing pose and the action scale).
+
+  Returns:
+    The graph: input `obs` [B, O], outputs `action` and `joint_targets` [B, A], float32.
+
+  Raises:
+    ValueError: an activation without ONNX nodes here, or actor parameters that are not the
+      layers of its network.
+  """
+  activation = pol.networks.actor.activation
+  if activation not in ACTIVATIONS:
+    raise ValueError(f"activation={activation!r} has no ONNX form; exportable: "
+                     f"{sorted(ACTIVATIONS)}")
+  activate = ACTIVATIONS[activation]
+  layers = actor_layers(pol)
+  obs_size, action_size = layers[0][0].shape[0], layers[-1][0].shape[1]
+  clip = pol.config.env.action_clip
+  normalize = pol.config.ppo.normalize_observations
+  g = _Builder()
+  x = INPUT
+  if normalize:
+    stats = pol.params.normalizer
+    var = np.asarray(stats.var["policy"], np.float32)  # [O]
+    std = np.sqrt(var + np.float32(normalizer.VAR_EPS))  # [O], in float32 as the JAX policy
+    x = g.node("Sub", x, g.constant(stats.mean["policy"], "normalizer/mean"))
+    x = g.node("Div", x, g.constant(std, "normalizer/std"))
+    x = g.node("Clip", x, g.constant(-normalizer.CLIP, "normalizer/low"),
+               g.constant(normalizer.CLIP, "normalizer/high"))
+  for i, layer in enumerate(layers[:-1]):
+    x = g.dense(x, layer, f"hidden_{i}")
+    x = activate(g, x)
+  mean = g.dense(x, layers[-1], "out")  # [B, A]
+  action = g.node("Clip", mean, g.constant(-clip, "action/low"), g.constant(clip, "action/high"),
+                  output=OUTPUTS[0])
+  scaled = g.node("Mul", action, g.constant(env.robot.spec.action_scale, "action_scale"))
+  g.node("Add", g.constant(env.robot.default_pose, "default_pose"), scaled, output=OUTPUTS[1])
+  float32 = onnx.TensorProto.FLOAT
+  return onnx.helper.make_graph(
+      g.nodes, GRAPH_NAME,
+      inputs=[onnx.helper.make_tensor_value_info(INPUT, float32, [BATCH, obs_size])],
+      outputs=[onnx.helper.make_tensor_value_info(name, float32, [BATCH, action_size])
+               for name in OUTPUTS],
+      initializer=g.initializers)
+
+
+def to_model(pol: policy_lib.Policy) -> onnx.ModelProto:
+  """Builds the ONNX model of a loaded policy, with its metadata.
+
+  Args:
+    pol: the loaded policy.
+
+  Returns:
+    The model (opset `OPSET`): input `obs` [B, O], outputs `action` and `joint_targets` [B, A],
+    float32, the metadata of `metadata` as JSON text.
+
+  Raises:
+    ValueError: the env's observation layout does not describe the policy's observation, or
+      `graph` refuses the policy.
   """
   env = env_lib.LocomotionEnv(pol.config)  # static tables only; nothing is reset or compiled
   obs_size = pol.observation_spec.shape[-1]
   if env.policy_layout.size != obs_size:
     raise ValueError(f"the observation layout has {env.policy_layout.size} entries but the "
                      f"policy observes {obs_size}")
-  with _quiet_converter():
-    model = jax2onnx.to_onnx(exported_function(pol, env), [(BATCH, obs_size)],
-                             input_names=[INPUT], output_names=list(OUTPUTS),
-                             model_name="mjx_walk_policy")
-  model.doc_string = DOC
+  opsets = [onnx.helper.make_opsetid("", OPSET)]
+  model = onnx.helper.make_model(
+      graph(pol, env), opset_imports=opsets,
+      ir_version=onnx.helper.find_min_ir_version_for(opsets),
+      producer_name="mjx_walk", producer_version=_package_version("mjx_walk") or "",
+      doc_string=DOC)
+  onnx.checker.check_model(model, full_check=True)
   onnx.helper.set_model_props(
       model, {key: json.dumps(value) for key, value in metadata(pol, env).items()})
   return model
