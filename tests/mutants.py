@@ -109,6 +109,8 @@ ENV_TERMINATION = (  # the quiet env's tests first; the body-contact env compile
 PANEL_SUCCESS = ("tests/test_evaluate.py::SummarizeTest",
                  "tests/test_evaluate.py::SuccessThresholdsTest")
 SHARDED_KL = ("tests/test_sharding.py::KlAcrossDevicesTest",)
+CPU_LAPACK = ("tests/test_cpu_lapack.py",)
+PARTITIONER = ("tests/test_sharding.py::PartitionerTest",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -564,6 +566,14 @@ MUTANTS = (
            "        ppo.get_learning_rate(opt_state), ppo.ppo_loss(params, parts.networks, batch, "
            "parts.loss_config, parts.axis_name)[1][\"loss/approx_kl\"], ppo_cfg.desired_kl,\n",
            SHARDED_KL),
+    # The LAPACK split gated on a release line whose jaxlib does not fan batches out.
+    Mutant("cpu_lapack_split_on_the_wrong_line", "mjx_walk/learn/cpu_lapack.py",
+           "FANS_OUT = sharding.JAXLIB_RELEASE == (0, 10)",
+           "FANS_OUT = sharding.JAXLIB_RELEASE == (0, 11)", CPU_LAPACK),
+    # GSPMD forced on every jaxlib instead of the one line whose Shardy dies on empty operands.
+    Mutant("partitioner_switched_everywhere", "mjx_walk/learn/sharding.py",
+           "SHARDY_FAILS_ON_EMPTY_OPERANDS = JAXLIB_RELEASE == (0, 11)",
+           "SHARDY_FAILS_ON_EMPTY_OPERANDS = JAXLIB_RELEASE >= (0, 10)", PARTITIONER),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests
