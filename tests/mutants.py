@@ -113,6 +113,8 @@ EXPORT_ACTIVATIONS = ("tests/test_export.py::GraphTest::test_every_activation_ma
                       "policy",)
 EXPORT_NORMALIZER_CLIP = ("tests/test_export.py::GraphTest::test_observations_beyond_the_"
                           "normalizers_clip_match_the_jax_policy",)
+CPU_LAPACK = ("tests/test_cpu_lapack.py",)
+PARTITIONER = ("tests/test_sharding.py::PartitionerTest",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -584,6 +586,14 @@ MUTANTS = (
            "    x = g.node(\"Clip\", x, g.constant(-normalizer.CLIP, \"normalizer/low\"),\n"
            "               g.constant(normalizer.CLIP, \"normalizer/high\"))\n",
            "    x = g.node(\"Identity\", x)\n", EXPORT_NORMALIZER_CLIP),
+    # The LAPACK split gated on a release line whose jaxlib does not fan batches out.
+    Mutant("cpu_lapack_split_on_the_wrong_line", "mjx_walk/learn/cpu_lapack.py",
+           "FANS_OUT = sharding.JAXLIB_RELEASE == (0, 10)",
+           "FANS_OUT = sharding.JAXLIB_RELEASE == (0, 11)", CPU_LAPACK),
+    # GSPMD forced on every jaxlib instead of the one line whose Shardy dies on empty operands.
+    Mutant("partitioner_switched_everywhere", "mjx_walk/learn/sharding.py",
+           "SHARDY_FAILS_ON_EMPTY_OPERANDS = JAXLIB_RELEASE == (0, 11)",
+           "SHARDY_FAILS_ON_EMPTY_OPERANDS = JAXLIB_RELEASE >= (0, 10)", PARTITIONER),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests

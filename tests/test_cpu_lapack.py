@@ -1,8 +1,11 @@
 """The split CPU lowering of batched Cholesky and triangular solves (mjx_walk/learn/cpu_lapack.py):
-each LAPACK call small enough for jaxlib to run inline, the results bitwise those of one matrix at
-a time, and two forced host devices factorizing at once no longer stall."""
+installed exactly where the installed jaxlib fans a batch out over its thread pool, each LAPACK
+call then small enough for jaxlib to run inline, the results bitwise those of one matrix at a
+time, and two forced host devices factorizing at once never stall."""
 
+import importlib.util
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -21,7 +24,20 @@ def _spd(batch: int, n: int, seed: int = 0) -> np.ndarray:
   return x @ x.transpose(0, 2, 1) + n * np.eye(n, dtype=np.float32)
 
 
+def test_the_split_is_installed_exactly_where_jaxlib_fans_a_batch_out():
+  # Catches a release gate that splits where jaxlib already runs every batch inline (jax's
+  # private lowerings wrapped for nothing) or that leaves a fanning-out jaxlib unsplit (the
+  # stall). The reference is the installed kernel library itself: jaxlib's fan-out is its
+  # `ParallelBatchMap`, which waits on an `absl::BlockingCounter` (both in jaxlib 0.10.2's
+  # `_lapack.so`, neither in 0.11.2's or 0.12.0.1's).
+  library = pathlib.Path(importlib.util.find_spec("jaxlib.cpu._lapack").origin).read_bytes()
+  fans_out = b"ParallelBatchMap" in library or b"BlockingCounter" in library
+  assert cpu_lapack.FANS_OUT == fans_out
+
+
 def test_a_large_batch_becomes_calls_that_run_inline_with_the_same_results():
+  # Where jaxlib fans out, a batch over its threshold must become several calls below it;
+  # elsewhere jaxlib's one call stays. Either way each matrix is bitwise its own factorization.
   cpu_lapack.install()
   a = _spd(512, 18)  # MJX's Hessian of the quadruped: 18 dofs
   b = np.random.RandomState(1).rand(512, 18).astype(np.float32)
@@ -34,7 +50,7 @@ def test_a_large_batch_becomes_calls_that_run_inline_with_the_same_results():
   text = batched.lower(a, b).as_text()
   calls = re.findall(
       r"custom_call @lapack_spotrf_ffi\(%[^)]*\) .*: \(tensor<(\d+)x18x18xf32>", text)
-  per_call = cpu_lapack.per_call(18 ** 3 // 3)
+  per_call = cpu_lapack.per_call(18 ** 3 // 3) if cpu_lapack.FANS_OUT else 512
   assert len(calls) == -(-512 // per_call)  # 18^3 / 3 flops each: 102 matrices a call
   assert all(int(n) <= per_call for n in calls)
   factor, x = batched(a, b)

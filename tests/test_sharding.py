@@ -34,10 +34,12 @@ import functools
 import json
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 
 from absl.testing import absltest
 import chex
@@ -257,6 +259,51 @@ class GeometryTest(absltest.TestCase):
       train_lib.run(configs.tiny(1, num_envs=6, families__num_train_families=2), run_dir,
                     devices=fake)
     self.assertFalse(run_dir.exists())
+
+
+# THE PARTITIONER OF THE INSTALLED JAXLIB
+
+
+# The smallest case of jaxlib 0.11.2's Shardy fault: a shard_map over 2 devices handed a
+# zero-size array. `avoided` first applies the trainer's workaround.
+_EMPTY_OPERAND = textwrap.dedent("""
+    import sys
+    import jax
+    import numpy as np
+    from mjx_walk.learn import sharding
+    if sys.argv[1] == "avoided":
+      sharding.avoid_partitioner_faults()
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("d",))
+    step = jax.jit(jax.shard_map(lambda x, empty: (x + 1, empty), mesh=mesh,
+                                 in_specs=sharding.P("d"), out_specs=sharding.P("d")))
+    x, empty = step(np.ones((2, 3), np.float32), np.zeros((2, 0), np.float32))
+    print(np.asarray(x).tolist(), empty.shape)
+""")
+
+
+class PartitionerTest(absltest.TestCase):
+
+  def test_the_partitioner_is_switched_exactly_where_jaxlib_dies_on_an_empty_operand(self):
+    # Catches a release gate that leaves jaxlib 0.11's Shardy to kill every multi-device run (a
+    # segmentation fault in the first compilation, no Python exception: MJX's model and data
+    # hold zero-size arrays), or that switches partitioners on a jaxlib whose Shardy compiles.
+    # The reference is the fault's smallest case, run on the installed jaxlib in processes of
+    # their own, as is and after the workaround.
+    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
+               + " --xla_force_host_platform_device_count=2")
+    started = {how: subprocess.Popen([sys.executable, "-c", _EMPTY_OPERAND, how], cwd=REPO,
+                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+               for how in ("as_is", "avoided")}  # side by side
+    ran = {}
+    for how, process in started.items():
+      stdout, stderr = process.communicate(timeout=120)
+      ran[how] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    self.assertEqual(ran["avoided"].returncode, 0, ran["avoided"].stderr[-3000:])
+    self.assertEqual(ran["avoided"].stdout.splitlines()[-1],
+                     "[[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]] (2, 0)")
+    self.assertIn(ran["as_is"].returncode, (0, -signal.SIGSEGV), ran["as_is"].stderr[-3000:])
+    self.assertEqual(sharding.SHARDY_FAILS_ON_EMPTY_OPERANDS, ran["as_is"].returncode != 0)
 
 
 # RUNS ON 2 AND 4 DEVICES AGAINST THE ONE-DEVICE RUN

@@ -19,7 +19,16 @@ bitwise those of one call; only jaxlib's fan-out of a large batch over the pool 
 (20 factorizations and solves of 512 18 x 18 matrices on one device, 2 cores: 17.4 ms -> 20.2 ms).
 
 The threshold and the work estimates were read from jaxlib 0.10.2's `_lapack.so`; the lowerings
-wrapped are jax's private CPU rules (`jax._src.lax.linalg`), which pyproject's `jax<0.11` pins.
+wrapped are jax's private CPU rules (`jax._src.lax.linalg`).
+
+Only the jaxlib 0.10 line fans a batch out. From the 0.11 line on, jaxlib's open-source builds run
+every batch inline again (jax commit 8599924, "Don't try to parallelize LAPACK kernels in
+opensource builds", 2026-07-21): jaxlib 0.10.2's `_lapack.so` holds `ParallelBatchMap`,
+`ThreadPool::Schedule` and `absl::BlockingCounter`, jaxlib 0.11.2's and 0.12.0.1's hold none of
+them, and on both two forced devices factorized 1,000 times without the split. So `install()`
+changes nothing on other lines (`FANS_OUT`), and jax's private modules are imported only on 0.10,
+the line pyproject admits on Python 3.11 and CI tests there. `tests/test_cpu_lapack.py` reads the
+installed `_lapack.so` and holds `FANS_OUT` to it.
 """
 
 from __future__ import annotations
@@ -28,8 +37,12 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax._src.interpreters import mlir
-from jax._src.lax import linalg
+
+from mjx_walk.learn import sharding
+
+FANS_OUT = sharding.JAXLIB_RELEASE == (0, 10)
+"""Whether the installed jaxlib's CPU LAPACK kernels fan a large batch out over the intra-op pool
+(and `install` splits it)."""
 
 _PARALLEL_WORK = 200_000
 """jaxlib 0.10's threshold: a batched call with at least this much estimated work (flops) is
@@ -54,9 +67,10 @@ def per_call(work_per_matrix: int) -> int:
   return max(1, (_PARALLEL_WORK - 1) // work_per_matrix)
 
 
-def _split(primitive, lowering, work):
+def _split(mlir, primitive, lowering, work):
   """A CPU lowering of `primitive` that calls `lowering` on slices of the batch small enough to
-  run inline; a batch that is already small enough is lowered unchanged."""
+  run inline; a batch that is already small enough is lowered unchanged. `mlir` is jax's
+  private lowering module."""
 
   def split_lowering(ctx, *operands, **params):
     avals = ctx.avals_in
@@ -79,17 +93,21 @@ def _split(primitive, lowering, work):
 
 
 def install() -> None:
-  """Registers the split CPU lowerings (idempotent). Programs lowered afterwards use them."""
+  """Registers the split CPU lowerings where jaxlib fans batches out (`FANS_OUT`), once.
+  Programs lowered afterwards use them. Elsewhere jaxlib's own lowerings stay."""
   global _installed
-  if _installed:
+  if _installed or not FANS_OUT:
     return
+  # jax's private lowering rules, of the jaxlib 0.10 line only (see the module's docstring).
+  from jax._src.interpreters import mlir  # pylint: disable=g-import-not-at-top
+  from jax._src.lax import linalg  # pylint: disable=g-import-not-at-top
   mlir.register_lowering(
       linalg.cholesky_p,
-      _split(linalg.cholesky_p, linalg._cholesky_cpu_lowering, _cholesky_work),
+      _split(mlir, linalg.cholesky_p, linalg._cholesky_cpu_lowering, _cholesky_work),
       platform="cpu")
   mlir.register_lowering(
       linalg.triangular_solve_p,
-      _split(linalg.triangular_solve_p, linalg._triangular_solve_cpu_lower,
+      _split(mlir, linalg.triangular_solve_p, linalg._triangular_solve_cpu_lower,
              _triangular_solve_work),
       platform="cpu")
   _installed = True

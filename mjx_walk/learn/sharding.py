@@ -36,6 +36,7 @@ from typing import Any
 
 import jax
 from jax.experimental import multihost_utils
+import jaxlib.version
 import numpy as np
 
 from mjx_walk import config as config_lib
@@ -115,6 +116,32 @@ def make(devices: list[jax.Device] | None = None) -> Devices:
   devices = jax.devices() if devices is None else list(devices)
   devices.sort(key=lambda d: (d.process_index, d.id))
   return Devices(jax.sharding.Mesh(np.array(devices), (AXIS,)))
+
+
+JAXLIB_RELEASE = tuple(int(part) for part in jaxlib.version.__version__.split(".")[:2])
+"""The installed jaxlib's (major, minor) release line, on which the workarounds of faults of one
+line key (here and in `cpu_lapack`)."""
+
+SHARDY_FAILS_ON_EMPTY_OPERANDS = JAXLIB_RELEASE == (0, 11)
+"""Whether the installed jaxlib's Shardy partitioner kills the process compiling a shard_map one
+of whose operands (an input, or a constant its body closes over) holds no element.
+
+jaxlib 0.11.2 does: a segmentation fault in Shardy's canonicalization of the manual computation
+(`ManualComputationUnusedInputsPattern`), with no Python exception. MJX's model and data hold
+such arrays (no equality constraints, no tendons, no contacts to solve yet), so every program of
+the trainer on several devices died in its first compilation. jaxlib 0.10.2 and 0.12.0.1 compile
+the same programs. `tests/test_sharding.py` runs the fault's smallest case in a process of its
+own on the installed jaxlib and holds this flag to what it sees."""
+
+
+def avoid_partitioner_faults() -> None:
+  """Makes the shard_maps lowered from here on compile on the installed jaxlib: where
+  `SHARDY_FAILS_ON_EMPTY_OPERANDS`, the programs are partitioned by GSPMD, JAX's partitioner
+  before Shardy (`jax_use_shardy_partitioner` off, the switch JAX's Shardy migration guide
+  documents; XLA logs that GSPMD is to be deprecated). Elsewhere nothing changes. Process-wide:
+  every program compiled afterwards uses it."""
+  if SHARDY_FAILS_ON_EMPTY_OPERANDS:
+    jax.config.update("jax_use_shardy_partitioner", False)
 
 
 def check_geometry(config: config_lib.TrainConfig, num_devices: int) -> None:

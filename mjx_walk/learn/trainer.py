@@ -193,6 +193,9 @@ def make_trainer(
   config_lib.validate(config)
   devices = devices or sharding.make()
   sharding.check_geometry(config, devices.count)
+  if devices.count > 1:
+    # Before anything is lowered: jaxlib 0.11's Shardy dies on MJX's zero-size arrays.
+    sharding.avoid_partitioner_faults()
   if devices.count > 1 and devices.mesh.devices.flat[0].platform == "cpu":
     # Several devices share one CPU thread pool, on which jaxlib's batched LAPACK calls (MJX's
     # Cholesky) can deadlock; see `cpu_lapack`. Bitwise the same results on any device count;
