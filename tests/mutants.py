@@ -115,6 +115,12 @@ EXPORT_NORMALIZER_CLIP = ("tests/test_export.py::GraphTest::test_observations_be
                           "normalizers_clip_match_the_jax_policy",)
 CPU_LAPACK = ("tests/test_cpu_lapack.py",)
 PARTITIONER = ("tests/test_sharding.py::PartitionerTest",)
+DEVICE_CHECK_OUT = ("tests/test_device_check.py::RefusalTest::test_an_out_folder_holding_files_is_"
+                    "left_as_it_was",)
+DEVICE_CHECK_FLAGS = ("tests/test_device_check.py::RefusalTest::test_flags_it_sets_itself_are_"
+                      "refused_for_gpu_check",)
+DEVICE_CHECK_CPU = ("tests/test_device_check.py::DeviceCheckOnTheImageStackTest::test_device_"
+                    "check_passes_on_the_cpu",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -594,6 +600,20 @@ MUTANTS = (
     Mutant("partitioner_switched_everywhere", "mjx_walk/learn/sharding.py",
            "SHARDY_FAILS_ON_EMPTY_OPERANDS = JAXLIB_RELEASE == (0, 11)",
            "SHARDY_FAILS_ON_EMPTY_OPERANDS = JAXLIB_RELEASE >= (0, 10)", PARTITIONER),
+    # The device machine's command writing into an $OUT that holds another run's files.
+    Mutant("device_check_takes_a_full_out", "experiments/device_check.sh",
+           'if [ -e "$out" ] && { [ ! -d "$out" ] || [ -n "$(ls -A "$out")" ]; }; then\n',
+           'if [ -e "$out" ] && [ ! -d "$out" ]; then\n', DEVICE_CHECK_OUT),
+    # The device machine's command passing its own gpu_check flags through from the command line.
+    Mutant("device_check_passes_its_budget_through", "experiments/device_check.sh",
+           "    --out_dir*|--budget_minutes*|--tiny|--notiny)\n",
+           "    --out_dir*|--tiny|--notiny)\n", DEVICE_CHECK_FLAGS),
+    # A dependency of the bundle left out of it as if not needed: mujoco-mjx imports trimesh.
+    Mutant("device_bundle_without_trimesh", "experiments/device_wheels.sh",
+           "WHEELS=(mujoco==3.17.0 mujoco-mjx==3.17.0 ml-collections==1.1.0 trimesh==5.2.0)\n"
+           "LEFT_OUT=(glfw pyopengl websockets)\n",
+           "WHEELS=(mujoco==3.17.0 mujoco-mjx==3.17.0 ml-collections==1.1.0)\n"
+           "LEFT_OUT=(glfw pyopengl websockets trimesh)\n", DEVICE_CHECK_CPU),
 )
 
 # Loaded into every pytest run of the copy (-p): fails the run unless the package the tests
@@ -657,6 +677,12 @@ def _check_snippets(mutants, root: pathlib.Path) -> None:
     if count != 1:
       problems.append(f"{m.name}: the snippet occurs {count} times in {m.path} (must be 1): "
                       f"{m.original!r}")
+      continue
+    if m.path.endswith(".sh"):  # a shell script: bash parses it without running it
+      parsed = subprocess.run(["bash", "-n"], input=text.replace(m.original, m.replacement),
+                              capture_output=True, text=True, check=False)
+      if parsed.returncode:
+        problems.append(f"{m.name}: the mutated {m.path} does not parse: {parsed.stderr}")
       continue
     try:
       compile(text.replace(m.original, m.replacement), m.path, "exec")
