@@ -32,6 +32,8 @@ import pytest
 
 from mjx_walk import config as config_lib
 
+import conftest
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 WHEELS_SCRIPT = REPO / "experiments" / "device_wheels.sh"
 CHECK_SCRIPT = REPO / "experiments" / "device_check.sh"
@@ -92,9 +94,11 @@ def image_venv(python: str) -> pathlib.Path:
 
 def clean_env(**extra: str) -> dict[str, str]:
   """This process's environment without what would lead the venv's interpreter to other packages
-  or compile differently (PYTHONPATH, a venv, the suite's XLA flags)."""
+  or compile differently (PYTHONPATH, a venv, the suite's XLA flags), or the smoke's tests to
+  this session's shared folder, where a run trained on the suite's own stack may lie."""
   env = {k: v for k, v in os.environ.items()
-         if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "XLA_FLAGS", "OUT")}
+         if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "XLA_FLAGS", "OUT",
+                      conftest.SHARED)}
   env.update(extra)
   return env
 
@@ -137,6 +141,8 @@ class DeviceCheckOnTheImageStackTest(absltest.TestCase):
                                 env=clean_env(PYTHON=cls.python, OUT=str(cls.out)),
                                 timeout=35 * 60)
       cls.check_seconds = time.perf_counter() - start
+      print(f"device image venv ready in {cls.venv_seconds:.0f} s; device_check.sh --cpu took "
+            f"{cls.check_seconds:.0f} s", file=sys.stderr)
 
   @classmethod
   def tearDownClass(cls):
