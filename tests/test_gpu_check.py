@@ -10,6 +10,7 @@ be stopped at the budget. Bad flags must be refused in one `error:` line naming 
 before anything compiles or is written.
 """
 
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -106,7 +107,9 @@ class TinyRunTest(absltest.TestCase):
     self.assertEqual(header["device_kind"], "cpu")
     self.assertGreaterEqual(header["device_count"], 1)
     self.assertEqual(header["mujoco"], "3.17.0")
-    self.assertTrue(header["jax"].startswith("0.10."), header["jax"])
+    # The installed jax, whichever line pyproject admits on this Python (0.10 on 3.11, 0.11.2 to
+    # 0.12 on 3.12), read from its package metadata rather than from jax itself.
+    self.assertEqual(header["jax"], importlib.metadata.version("jax"))
     self.assertEqual(header["num_envs"], TINY_COUNTS)
     self.assertTrue(header["tiny"])
 
