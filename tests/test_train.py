@@ -406,16 +406,13 @@ class DivergenceTest(absltest.TestCase):
 
     # The kept checkpoint is the state that was saved, bit for bit.
     restored = checkpoint.restore(run_dir, jax.eval_shape(trainer.init, jax.random.key(0)),
-                                  folder_config(run_dir), trainer.manifest)
+                                  run_folder.RunFolder.open(run_dir).read_config(),
+                                  trainer.manifest)
     self.assertEqual(restored.step, 2)
     chex.assert_trees_all_equal(
         jax.device_get((restored.carry.train.params, restored.carry.train.opt_state,
                         restored.carry.train.normalizer)),
         (saved.params, saved.opt_state, saved.normalizer))
-
-
-def folder_config(run_dir: pathlib.Path):
-  return run_folder.RunFolder.open(run_dir).read_config()
 
 
 if __name__ == "__main__":
