@@ -23,7 +23,7 @@ and `at_s`, the seconds since the command started:
           reports none, as on the CPU); `nonfinite`, the guarded quantities that went NaN or
           inf in the timed chunks; `compile_cache_hits`, programs read from the persistent
           compilation cache instead of compiled; `predicted_s` and `seconds`.
-  train   `experiments/go2_flat_gpu.py` trained by `mjx_walk.train.run` (the training CLI's
+  train   `experiments/go2_flat_gpu.py` trained by `mjx_walk.runner.run` (the training
           loop: ledger, checkpoints, held-out panel) for at most --train_minutes of wall-clock,
           compilation included, evaluated every --eval_every_minutes and at the end, as
           learn_benchmark.py does: `minutes_to_walk` (the first evaluation whose held-out `flat`
@@ -94,7 +94,7 @@ import jax.monitoring
 
 from mjx_walk import cli
 from mjx_walk import config as config_lib
-from mjx_walk import train
+from mjx_walk import runner
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
 
@@ -139,8 +139,8 @@ EXIT_FAILED = 1
 EXIT_DEADLINE = 4
 """Exit status when the budget ran out during a stage (the `deadline` line says which)."""
 
-# Flags defined by the modules this command imports (the training CLI's), which it does not read.
-_FOREIGN_FLAGS = ("config", "resume", "run_dir", "step")
+# Flags that `mjx_walk.cli` defines for every command, which this one does not read.
+_FOREIGN_FLAGS = ("run_dir", "step")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -392,8 +392,7 @@ def _check_flags(argv: list[str]) -> Plan:
   """
   if len(argv) > 1:
     cli.refuse(f"unexpected arguments: {argv[1:]}")
-  foreign = [name for name in flags.FLAGS if flags.FLAGS[name].present and (
-      name in _FOREIGN_FLAGS or name.startswith("config."))]
+  foreign = [name for name in _FOREIGN_FLAGS if flags.FLAGS[name].present]
   if foreign:
     cli.refuse(f"--{foreign[0]} is not read by gpu_check.py: it trains {CONFIG_FILE} into "
                f"<out_dir>/{RUN_DIR}; its flags are --num_envs, --train_minutes, "
@@ -536,8 +535,8 @@ def train_run(config: config_lib.TrainConfig, out_dir: pathlib.Path, wall_budget
   run_dir = out_dir / RUN_DIR
   with open(out_dir / "train.log", "w", encoding="utf-8") as log, \
       contextlib.redirect_stdout(log):
-    train.run(config, run_dir, wall_budget_seconds=wall_budget_s,
-              eval_every_seconds=eval_every_s)
+    runner.run(config, run_dir, wall_budget_seconds=wall_budget_s,
+               eval_every_seconds=eval_every_s)
   shutil.copyfile(run_dir / ledger.FILENAME, out_dir / ledger.FILENAME)
   return {
       **walking.summarize(ledger.read_run(run_dir)),

@@ -5,7 +5,7 @@
   python experiments/learn_benchmark.py --config.num_envs=1024 --run_dir=runs/learn_1024
   python experiments/learn_benchmark.py --scale_num_envs=2048 --budget_minutes=10
 
-Trains with `mjx_walk.train.run` (the CLI's own loop: ledger, checkpoints, panel) for
+Trains with `mjx_walk.runner.run` (the training loop: ledger, checkpoints, panel) for
 --budget_minutes of wall-clock, compilation and evaluations included, evaluating the held-out
 panel every --eval_every_minutes and at the end. --scale_num_envs=N scales the config to N envs by
 the batch rule of `mjx_walk/scaling.py`, as it does for `python -m mjx_walk.train`. Prints ONE
@@ -42,7 +42,8 @@ from absl import flags
 
 from mjx_walk import cli
 from mjx_walk import config as config_lib
-from mjx_walk import train
+from mjx_walk import runner
+from mjx_walk import train  # its flags: --config, --scale_num_envs
 from mjx_walk.run import ledger
 
 # The walking criteria and a run's figures live in experiments/walking.py, beside this script,
@@ -72,8 +73,8 @@ def main(argv: list[str]) -> None:
     config = for_wall_clock(train.apply_scale_flag(flags.FLAGS.config))
   except ValueError as error:
     cli.refuse(str(error))
-  run_dir = train.run(config, cli.RUN_DIR.value, wall_budget_seconds=60 * _BUDGET.value,
-                      eval_every_seconds=60 * _EVAL_EVERY.value)
+  run_dir = runner.run(config, cli.RUN_DIR.value, wall_budget_seconds=60 * _BUDGET.value,
+                       eval_every_seconds=60 * _EVAL_EVERY.value).run_dir
   result = summarize(ledger.read_run(run_dir))
   result.update(budget_minutes=_BUDGET.value, run_dir=str(run_dir), num_envs=config.num_envs)
   print(json.dumps(result))

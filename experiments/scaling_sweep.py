@@ -10,7 +10,7 @@ Each count in --num_envs is the base config (the default, or --config with its o
 scaled by the rule of `mjx_walk/scaling.py` (`--scale_num_envs`'s rule), or with --naive only its
 num_envs changed. The rule only scales out, so a count below the base's num_envs runs with only
 num_envs changed as well, and its line says so. Every count's config is built and validated, and
-every run folder checked, before the first one trains. Each trains with `mjx_walk.train.run` for
+every run folder checked, before the first one trains. Each trains with `mjx_walk.runner.run` for
 --budget_minutes (default 6) of wall-clock, compilation and evaluations included, evaluating the
 held-out panel every --eval_every_minutes (default 2) and at the end (the wall-clock setup of
 `experiments/learn_benchmark.py`), into <out_dir>/<num_envs>_<rule>. As each run ends it prints
@@ -43,7 +43,7 @@ from absl import flags
 from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import scaling
-from mjx_walk import train
+from mjx_walk import runner
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 
@@ -140,9 +140,9 @@ def main(argv: list[str]) -> None:
   for count, (rule, config, note), run_dir in zip(counts, planned, run_dirs):
     diverged = None
     try:
-      train.run(learn_benchmark.for_wall_clock(config), run_dir,
-                wall_budget_seconds=60 * budget, eval_every_seconds=60 * eval_every)
-    except train.Diverged as error:  # a result of the sweep, not a reason to stop it
+      runner.run(learn_benchmark.for_wall_clock(config), run_dir,
+                 wall_budget_seconds=60 * budget, eval_every_seconds=60 * eval_every)
+    except runner.Diverged as error:  # a result of the sweep, not a reason to stop it
       print(f"error: {error}", file=sys.stderr, flush=True)
       diverged = error.update
     records = ledger.read_run(run_dir)

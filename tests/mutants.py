@@ -56,7 +56,7 @@ LAYOUT = ("tests/test_checkpoint.py::SaveRestoreTest::test_other_network_sizes_a
           "naming_the_field_and_the_leaves",)
 RUN_FOLDER = ("tests/test_run_folder.py",)
 FINITE = ("tests/test_config.py::ValidateTest",)
-SCHEDULE = ("tests/test_train_schedule.py",)
+SCHEDULE = ("tests/test_runner_schedule.py",)
 LAYERS = ("tests/test_layers.py",)
 SHARDED_STEP = ("tests/test_sharding.py::CollectivesTest::test_an_sgd_step_on_a_split_minibatch_"
                 "is_the_step_on_the_whole",)
@@ -218,7 +218,7 @@ MUTANTS = (
     # The renovation's structure: the host loop's schedule one chunk late, an upward import, a
     # ledger that loads JAX, the panel's command ranges left unvalidated, and a dotted path set
     # on the wrong section.
-    Mutant("schedule_one_chunk_late", "mjx_walk/train.py",
+    Mutant("schedule_one_chunk_late", "mjx_walk/runner.py",
            "    done = chunk + 1\n", "    done = chunk\n", SCHEDULE),
     Mutant("sim_imports_upward", "mjx_walk/sim/rewards.py",
            "import jax.numpy as jnp\n",
@@ -322,7 +322,7 @@ MUTANTS = (
            "  for update, reason in {}.items():\n",
            ("tests/test_train.py::CommandTest::test_videos_that_could_not_be_rendered_are_said_"
             "missing_in_the_output_and_the_report",)),
-    Mutant("videos_failure_not_recorded", "mjx_walk/train.py",
+    Mutant("videos_failure_not_recorded", "mjx_walk/runner.py",
            "      report.record_not_rendered(folder.root, update, reason)\n", "",
            ("tests/test_train.py::CommandTest::test_videos_that_could_not_be_rendered_are_said_"
             "missing_in_the_output_and_the_report",)),
@@ -341,7 +341,7 @@ MUTANTS = (
            "  if theirs.observation_spec.shape != spec.shape:\n", "  if False:\n",
            ("tests/test_evaluate.py::EvaluateCommandTest::test_a_compare_run_that_observes_"
             "another_size_is_refused_before_anything_is_written",)),
-    Mutant("resume_without_checkpoints_unchecked", "mjx_walk/train.py",
+    Mutant("resume_without_checkpoints_unchecked", "mjx_walk/runner.py",
            "    if not checkpoint.steps(folder.root):\n", "    if False:\n",
            ("tests/test_train.py::RefusalWithoutATrainedRunTest",)),
     Mutant("config_file_exception_escapes", "mjx_walk/train.py",

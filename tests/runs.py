@@ -18,7 +18,7 @@ import tempfile
 import jax
 
 from mjx_walk import config as config_lib
-from mjx_walk import train as train_lib
+from mjx_walk import runner
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import run_folder
@@ -46,7 +46,7 @@ def warm() -> pathlib.Path:
     fcntl.flock(lock, fcntl.LOCK_EX)  # the other workers wait here while the first trains
     if not (shared / "trained" / "complete").exists():
       shutil.rmtree(shared / "trained", ignore_errors=True)
-      train_lib.run(trained_config(), built)
+      runner.run(trained_config(), built)
       (shared / "trained" / "complete").touch()
   return built
 

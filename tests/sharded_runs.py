@@ -8,7 +8,7 @@ On meshes of 2 and 4 of the 4 CPU devices, with the tiny test config, it writes 
   chunk_<D>.npz        the carry after one chunk, and its metrics under `metric/...`
   replicas.json        per D, the leaves of the train state whose copies differ between devices,
                        what `check_replicated` said of an array with two different copies,
-                       and what `train.run` said of a batch that does not split over 4 devices
+                       and what `runner.run` said of a batch that does not split over 4 devices
   straight/            a run folder with two straight chunks on 2 devices, checkpointed after
                        each (steps 2 and 4)
   resumed_<D>.npz      the carry after one more chunk from its step-2 checkpoint restored onto
@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
-from mjx_walk import train as train_lib  # pylint: disable=wrong-import-position
+from mjx_walk import runner  # pylint: disable=wrong-import-position
 from mjx_walk.learn import sharding  # pylint: disable=wrong-import-position
 from mjx_walk.learn import trainer as trainer_lib  # pylint: disable=wrong-import-position
 from mjx_walk.run import checkpoint  # pylint: disable=wrong-import-position
@@ -87,7 +87,7 @@ def main(out: pathlib.Path) -> None:
     replicas["tampered"] = str(error)
   # A batch that does not split over the devices: refused before anything is written.
   try:
-    train_lib.run(configs.tiny(1, num_envs=6, families__num_train_families=2), out / "refused",
+    runner.run(configs.tiny(1, num_envs=6, families__num_train_families=2), out / "refused",
                   devices=mesh[4])
     replicas["refused"] = "not refused"
   except ValueError as error:
@@ -110,7 +110,7 @@ def main(out: pathlib.Path) -> None:
   said = io.StringIO()
   with contextlib.redirect_stdout(said):
     trainer = trainers[4]
-    carry, _ = train_lib._resume(run_folder.RunFolder.open(resharded), trainer.config,  # pylint: disable=protected-access
+    carry, _ = runner._resume(run_folder.RunFolder.open(resharded), trainer.config,  # pylint: disable=protected-access
                                  trainer.manifest, trainer)
   (out / "resharded.txt").write_text(said.getvalue())
   np.savez(out / "resharded_carry.npz", **flat(carry))

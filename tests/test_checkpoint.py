@@ -24,7 +24,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from mjx_walk import config as config_lib
-from mjx_walk import train as train_lib
+from mjx_walk import runner
 from mjx_walk.analysis import panel
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
@@ -288,12 +288,12 @@ class ResumeTest(absltest.TestCase):
     cls.straight = pathlib.Path(tempfile.mkdtemp(prefix="resume_straight_")) / "run"
     keep = tiny_config(chunks=4)
     keep.checkpoint.max_to_keep = 3
-    train_lib.run(keep, cls.straight)
+    runner.run(keep, cls.straight)
 
   def test_two_plus_two_equals_four(self):
     root = pathlib.Path(self.create_tempdir().full_path)
     split, straight = root / "split", self.straight
-    train_lib.run(tiny_config(chunks=2), split)
+    runner.run(tiny_config(chunks=2), split)
     # Killed after its checkpoint at update 4, the run had written updates 5 and 6 (the straight
     # run's records of them) and half a line. Catches a resume that keeps a record past its
     # checkpoint (written twice once resumed), drops the checkpoint's own update or evaluation,
@@ -304,7 +304,7 @@ class ResumeTest(absltest.TestCase):
     self.assertLen(past, 2)
     torn = past[0][:40]
     (split / ledger.FILENAME).write_text(kept + "".join(past) + torn)
-    train_lib.run(tiny_config(chunks=4), split, resume=True)
+    runner.run(tiny_config(chunks=4), split, resume=True)
     self.assertEqual((split / run_folder.DROPPED_LEDGER).read_text(), "".join(past) + torn + "\n")
     text = (split / ledger.FILENAME).read_text()
     self.assertEqual(text[:len(kept)], kept)  # byte for byte
@@ -392,7 +392,7 @@ class ResumeTest(absltest.TestCase):
     continued = trainer.devices.place(restore(old).carry, trainer.carry_shardings)
     for _ in range(2):
       continued, _ = trainer.train_chunk(continued)
-    train_lib.run(longer, old, resume=True)
+    runner.run(longer, old, resume=True)
     resumed = restore(old)
     self.assertEqual(resumed.step, 8)
     chex.assert_trees_all_equal(_host(resumed.carry), _host(continued))
@@ -403,13 +403,13 @@ class ResumeTest(absltest.TestCase):
   def test_incompatible_config_is_refused_naming_fields(self):
     run_dir = pathlib.Path(self.create_tempdir().full_path)
     (run_dir / "config.json").write_text(tiny_config().to_json())
-    longer = train_lib.resume_config(
+    longer = runner.resume_config(
         run_dir, config_lib.default(), {"total_env_steps": 10_000}, config_file_given=False)
     self.assertEqual(longer.total_env_steps, 10_000)
     self.assertEqual(longer.num_envs, 8)  # everything else comes from the saved run
     with self.assertRaisesRegex(ValueError, r"(?s)network\.actor_hidden_sizes: \(16, 16\) -> "
                                 r"\(8,\).*ppo\.learning_rate: 0\.001 -> 0\.0003"):
-      train_lib.resume_config(
+      runner.resume_config(
           run_dir, config_lib.default(),
           {"ppo.learning_rate": 3e-4, "network.actor_hidden_sizes": (8,)},
           config_file_given=False)
@@ -510,7 +510,7 @@ class InterruptionTest(absltest.TestCase):
 
     # The resumed run continues from the checkpoint for one more chunk.
     cfg.total_env_steps = (saved[0] // cfg.updates_per_chunk + 1) * cfg.env_steps_per_chunk
-    train_lib.run(cfg, run_dir, resume=True)
+    runner.run(cfg, run_dir, resume=True)
     updates = ledger.of_kind(ledger.read_run(run_dir), "update")
     self.assertEqual([r["update"] for r in updates], list(range(1, saved[0] + 3)))
 

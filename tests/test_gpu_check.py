@@ -4,7 +4,7 @@ Every test runs the command in a subprocess, as it runs on a GPU machine: what i
 stdout (JSON lines) and stderr, its exit status, and what it writes are the point. One `--tiny`
 run is shared by the tests of its lines: it takes every step of the real check (each env count's
 training chunk and physics rollout, then a training run of the GPU recipe through
-`mjx_walk.train.run`), only smaller. Another run gets too small a budget and must skip every
+`mjx_walk.runner.run`), only smaller. Another run gets too small a budget and must skip every
 stage, saying why, instead of overrunning it; a stage that takes far longer than predicted must
 be stopped at the budget. Bad flags must be refused in one `error:` line naming the value,
 before anything compiles or is written.
@@ -249,6 +249,11 @@ class FlagTest(absltest.TestCase):
 
   def test_an_env_count_the_recipe_cannot_split_into_its_families(self):
     self.assert_refused("--num_envs=10", "error: --num_envs=10: config.num_envs=10 is invalid")
+
+  def test_a_flag_every_command_has_but_this_one_does_not_read(self):
+    # Catches --run_dir accepted and ignored: the check writes only under --out_dir.
+    self.assert_refused("--run_dir=runs/elsewhere",
+                        "error: --run_dir is not read by gpu_check.py: it trains")
 
   def test_a_matmul_precision_jax_does_not_accept(self):
     self.assert_refused("--matmul_precision=fastest",

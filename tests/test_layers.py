@@ -25,12 +25,13 @@ import configs
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "mjx_walk"
 
-LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "analysis": 4}
+LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "analysis": 4, "runner": 5}
 """Layer of each top-level name of the package; anything else (the commands `train`,
-`evaluate`, `report`, `ledger`, and `cli`, `__init__`) is the top layer."""
-CONFIG_LAYER = ("config", "scaling")
-"""The config layer's modules (files, not subpackages): the config and the batch scaling rule."""
-TOP = 5
+`evaluate`, `report`, `ledger`, `export`, `sim2sim`, and `cli`, `__init__`) is the top layer."""
+MODULE_LAYERS = ("config", "scaling", "runner")
+"""The layers that are one module (a file, not a subpackage): the config, the batch scaling rule
+and the training loop."""
+TOP = 6
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -69,8 +70,8 @@ class LayeringTest(absltest.TestCase):
 
   def test_the_layer_table_knows_every_subpackage(self):
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
-    self.assertEqual(subpackages, set(LAYERS) - set(CONFIG_LAYER))
-    self.assertTrue(all((PACKAGE / f"{name}.py").is_file() for name in CONFIG_LAYER))
+    self.assertEqual(subpackages, set(LAYERS) - set(MODULE_LAYERS))
+    self.assertTrue(all((PACKAGE / f"{name}.py").is_file() for name in MODULE_LAYERS))
 
   def test_no_module_imports_from_a_layer_above_it(self):
     upward = []
@@ -87,7 +88,8 @@ class LayeringTest(absltest.TestCase):
     # The check above must be able to fail: a sim module importing the trainer is upward.
     self.assertGreater(_layer("mjx_walk.learn.trainer"), _layer("mjx_walk.sim.env"))
     self.assertGreater(_layer("mjx_walk.analysis.report"), _layer("mjx_walk.run.checkpoint"))
-    self.assertGreater(_layer("mjx_walk.train"), _layer("mjx_walk.analysis.panel"))
+    self.assertGreater(_layer("mjx_walk.train"), _layer("mjx_walk.runner"))
+    self.assertGreater(_layer("mjx_walk.runner"), _layer("mjx_walk.analysis.panel"))
     self.assertEqual(_imported(PACKAGE / "run" / "policy.py") & {"mjx_walk.learn.trainer"},
                      set())
 
@@ -102,6 +104,27 @@ class LightImportsTest(absltest.TestCase):
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "mujoco"))))
         """)
     self.assertEqual(loaded, [])
+
+  def test_the_training_loop_defines_no_flag(self):
+    # Catches a flag defined or read below the commands: a notebook that imports the loop must
+    # not get the command's flags (nor absl's refusal of a second definition of one).
+    defined = _run_python("""
+        import json
+        from absl import flags
+        from mjx_walk import runner
+        print(json.dumps({"ours": sorted(module for module in flags.FLAGS.flags_by_module_dict()
+                                         if module.startswith("mjx_walk")),
+                          "run": callable(runner.run)}))
+        """)
+    self.assertEqual(defined, {"ours": [], "run": True})
+    # The command defines them: the check above sees flags where there are some.
+    defined = _run_python("""
+        import json
+        from absl import flags
+        from mjx_walk import train
+        print(json.dumps(sorted(flags.FLAGS.flags_by_module_dict())))
+        """)
+    self.assertIn("mjx_walk.train", defined)
 
   def test_a_config_file_loads_no_mujoco(self):
     loaded = _run_python(f"""

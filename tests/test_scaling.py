@@ -6,7 +6,7 @@ worked out by hand in each test, never by calling the rule), a derived config th
 refuses, a target accepted that the rule cannot meet, a base config changed in place, a flag that
 is ignored, applied after the run folder is written or accepted with --resume, and a sweep line
 that loses a field or cannot be parsed. Nothing here trains: the commands stop at a robot that
-does not exist or at a stand-in for `train.run`; the sweep's real run is left to
+does not exist or at a stand-in for `runner.run`; the sweep's real run is left to
 experiments/README.md.
 """
 
@@ -22,6 +22,7 @@ from absl.testing import parameterized
 
 from mjx_walk import config as config_lib
 from mjx_walk import scaling
+from mjx_walk import runner
 from mjx_walk import train as train_lib
 from mjx_walk.sim import families
 
@@ -180,13 +181,13 @@ class RuleTest(parameterized.TestCase):
 
 
 def _stand_in_for_run(seen: list):
-  """Replaces `train.run`: records the config it is given and stops the command (status 0)
+  """Replaces `runner.run` under the train command: records the config it is given and stops the command (status 0)
   before anything is built, written or compiled."""
   def run(config, *args, **kwargs):
     del args, kwargs
     seen.append(config)
     raise SystemExit(0)
-  return mock.patch.object(train_lib, "run", side_effect=run)
+  return mock.patch.object(runner, "run", side_effect=run)
 
 
 class TrainFlagTest(absltest.TestCase):

@@ -53,6 +53,7 @@ import configs
 import test_audit
 import test_train
 from mjx_walk import config as config_lib
+from mjx_walk import runner
 from mjx_walk import train as train_lib
 from mjx_walk.learn import audit
 from mjx_walk.learn import networks
@@ -246,7 +247,7 @@ class GeometryTest(absltest.TestCase):
   def test_a_run_over_processes_needs_a_run_folder(self):
     fake = type("TwoProcesses", (), {"count": 2, "processes": 2})()
     with self.assertRaisesRegex(ValueError, "a run over 2 processes needs --run_dir"):
-      train_lib._check_before_writing(configs.tiny(), fake, None)
+      runner._check_before_writing(configs.tiny(), fake, None)
 
   def test_a_batch_that_does_not_split_is_refused_before_the_run_folder_exists(self):
     # Catches a split check made after the run folder is created (or not made at all): the
@@ -256,7 +257,7 @@ class GeometryTest(absltest.TestCase):
     run_dir = pathlib.Path(self.create_tempdir().full_path) / "refused"
     with self.assertRaisesRegex(ValueError, r"num_envs=6 cannot be split over 4 devices: it must "
                                 r"be a multiple of the device count \(e.g. 4 or 8\)"):
-      train_lib.run(configs.tiny(1, num_envs=6, families__num_train_families=2), run_dir,
+      runner.run(configs.tiny(1, num_envs=6, families__num_train_families=2), run_dir,
                     devices=fake)
     self.assertFalse(run_dir.exists())
 

@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from mjx_walk import report as report_cli
+from mjx_walk import runner
 from mjx_walk import train as train_lib
 from mjx_walk.analysis import report
 from mjx_walk.analysis import traces as trace_files
@@ -179,7 +180,7 @@ class CommandTest(absltest.TestCase):
     self.assertEqual(commands.folder_digest(self.run_dir), before)
     # In Python too, with another config: the old run's checkpoints are all still there.
     with self.assertRaisesRegex(ValueError, "already holds a run"):
-      train_lib.run(tiny_config(chunks=3, seed=1), self.run_dir)
+      runner.run(tiny_config(chunks=3, seed=1), self.run_dir)
     self.assertEqual(commands.folder_digest(self.run_dir), before)
     self.assertEqual(checkpoint.steps(self.run_dir), [2, 4])
 
@@ -227,7 +228,7 @@ class CommandTest(absltest.TestCase):
     target = self.root / "never-mjcf-python"
     with mock.patch.object(robots, "ROBOTS_DIR", robots_dir):
       with self.assertRaisesRegex(robots.RobotError, "malformed MJCF"):
-        train_lib.run(tiny_config(), target)
+        runner.run(tiny_config(), target)
     self.assertFalse(target.exists())
 
   def test_every_checkpoint_unreadable(self):

@@ -10,12 +10,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk import runner
 from mjx_walk import train as train_lib
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
+from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
@@ -496,7 +498,7 @@ class TrainCliTest(absltest.TestCase):
     cfg = tiny_config()
     cfg.panel.every_chunks = 1
     run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"
-    train_lib.run(cfg, run_dir)
+    result = runner.run(cfg, run_dir)
     self.assertEqual(config_lib.from_dict(json.loads((run_dir / "config.json").read_text())), cfg)
     manifest = run_folder.RunFolder(run_dir).read_manifest()
     self.assertEqual(manifest, families.make_manifest(cfg))
@@ -532,19 +534,35 @@ class TrainCliTest(absltest.TestCase):
     self.assertEqual([r["update"] for r in evals], [2, 4])
     self.assertEqual(evals[-1]["panel_hash"], manifest.panel_hash)
     self.assertEqual(sorted(evals[-1]["strata"]), sorted(cfg.panel.strata))
+
+    # What the library returns, against what the run wrote (read back from disk): catches a
+    # result that is not the final evaluation, a policy of another update (the carry before the
+    # last chunk, the initial parameters) or that misses the normalizer.
+    self.assertEqual(result.run_dir.resolve(), run_dir.resolve())
+    self.assertFalse(result.stopped)
+    self.assertEqual(result.env_steps, cfg.num_chunks * cfg.env_steps_per_chunk)
+    self.assertEqual(result.evaluation["update"], evals[-1]["update"])
+    self.assertEqual(result.evaluation["panel_hash"], evals[-1]["panel_hash"])
+    for name, stratum in evals[-1]["strata"].items():
+      self.assertAlmostEqual(result.evaluation["strata"][name]["fall_rate"], stratum["fall_rate"])
+    saved = policy_lib.load(run_dir)
+    self.assertEqual((result.policy.step, saved.step), (num_updates, num_updates))
+    chex.assert_trees_all_equal(result.policy.params, saved.params)
+    chex.assert_shape(result.policy.act(np.zeros(saved.observation_spec.shape, np.float32)),
+                      (saved.networks.actor.action_size,))
     saved = json.loads((run_dir / "eval" / "4.json").read_text())
     self.assertEqual(saved, evals[-1])
 
   def test_progress_line(self):
     record = {"episode/return": 3.25, "episode/length": 812.0, "episode/count": 40.0,
               "reward/total": 0.0045, "reset/fall": 0.25, "reset/timeout": 0.75}
-    line = train_lib.format_progress(98_304, 6_045_696, 5123.4, record)
+    line = runner.format_progress(98_304, 6_045_696, 5123.4, record)
     self.assertIn("steps      98,304/6,045,696", line)
     self.assertIn("sps   5,123", line)
     self.assertIn("return     3.25  len  812.0", line)
     self.assertIn("ends    40  [fall=25% timeout=75%]", line)
     empty = dict(record, **{"episode/count": 0.0, "episode/return": float("nan")})
-    self.assertIn("return        -  len      -", train_lib.format_progress(1, 2, 3.0, empty))
+    self.assertIn("return        -  len      -", runner.format_progress(1, 2, 3.0, empty))
 
   def test_cli_rejects_bad_override_before_compiling(self):
     ran = commands.run_main(train_lib.main, f"--config={REPO / 'experiments/go2_flat.py'}",

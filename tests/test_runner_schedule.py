@@ -1,17 +1,17 @@
-"""Tests for mjx_walk.train.Schedule: what the host loop does after each chunk, against tables
+"""Tests for mjx_walk.runner.Schedule: what the host loop does after each chunk, against tables
 written out by hand. Catches an evaluation, video, checkpoint or end that comes a chunk early or
 late, or a stop that still evaluates."""
 
 from absl.testing import absltest
 
-from mjx_walk import train
+from mjx_walk import runner
 
 import configs
 
 E, V, S, L = "evaluate", "videos", "save", "last"
 
 
-def _due(due: train.Due) -> set[str]:
+def _due(due: runner.Due) -> set[str]:
   return {name for name in (E, V, S, L) if getattr(due, name)}
 
 
@@ -22,7 +22,7 @@ class ScheduleTest(absltest.TestCase):
     cfg = configs.tiny(chunks=10, panel__every_chunks=4, report__video_every_chunks=6,
                        checkpoint__every_chunks=3)
     self.assertEqual(cfg.num_chunks, 10)
-    schedule = train.Schedule(cfg)
+    schedule = runner.Schedule(cfg)
     expected = {
         1: set(), 2: set(), 3: {S}, 4: {E, S}, 5: set(), 6: {E, V, S}, 7: set(), 8: {E, S},
         9: {S}, 10: {E, V, S, L},
@@ -33,13 +33,13 @@ class ScheduleTest(absltest.TestCase):
 
   def test_panel_every_zero_evaluates_only_at_the_end(self):
     cfg = configs.tiny(chunks=3, panel__every_chunks=0, checkpoint__every_chunks=100)
-    schedule = train.Schedule(cfg)
+    schedule = runner.Schedule(cfg)
     got = [_due(schedule.after_chunk(k, 0.0, 0.0, False)) for k in range(3)]
     self.assertEqual(got, [set(), set(), {E, V, S, L}])
 
   def test_wall_clock_budget_and_evaluations(self):
     cfg = configs.tiny(chunks=100, panel__every_chunks=0, checkpoint__every_chunks=100)
-    schedule = train.Schedule(cfg, wall_budget_seconds=50.0, eval_every_seconds=10.0,
+    schedule = runner.Schedule(cfg, wall_budget_seconds=50.0, eval_every_seconds=10.0,
                               last_evaluation=1000.0)
     # (now, seconds into the run) -> what is due; evaluations every 10 s of wall-clock, counted
     # from the last one, and the first chunk to end past 50 s of the run is the last.
@@ -52,7 +52,7 @@ class ScheduleTest(absltest.TestCase):
 
   def test_a_stop_saves_and_evaluates_nothing(self):
     cfg = configs.tiny(chunks=10, panel__every_chunks=1, report__video_every_chunks=1)
-    schedule = train.Schedule(cfg)
+    schedule = runner.Schedule(cfg)
     self.assertEqual(_due(schedule.after_chunk(3, 0.0, 0.0, stop_requested=True)), {S})
     self.assertEqual(_due(schedule.after_chunk(9, 0.0, 0.0, stop_requested=True)), {S})
 
