@@ -1,8 +1,10 @@
 """The training loop as a library: `run(config, run_dir)` trains one run and returns what it made.
 
   from mjx_walk import config as config_lib, runner
-  result = runner.run(config_lib.tiny(), "runs/tiny")
-  result.run_dir, result.evaluation, result.policy.act(obs)
+  config = config_lib.default()
+  config.total_env_steps = 2_000_000
+  result = runner.run(config, "runs/short")
+  result.run_dir, result.evaluation["strata"], result.policy.act(policy_obs)
 
 It owns the host loop around the jitted chunk (`learn.trainer`): refusing bad input before
 anything is written or compiled (a bad config value, a batch that does not split over the
