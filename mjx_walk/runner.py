@@ -150,18 +150,17 @@ def _check_before_writing(config: config_lib.TrainConfig, devices: sharding.Devi
                           run_dir: pathlib.Path | str | None) -> families.Manifest:
   """Everything a new or resumed run can be refused for, checked before a file is written.
 
-  Validates the config and its split over the devices, draws the manifest (refusing leaked
-  seeds) and loads and checks the robot's MJCF.
+  Draws the manifest, which validates the config (the run's one validation) and refuses leaked
+  seeds, then checks the batch's split over the devices and loads and checks the robot's MJCF.
 
   Raises:
     ValueError: naming the bad field or file (`robots.RobotError` for the MJCF).
   """
-  config_lib.validate(config)
+  manifest = families.make_manifest(config)
   sharding.check_geometry(config, devices.count)
   if run_dir is None and devices.processes > 1:
     raise ValueError(f"a run over {devices.processes} processes needs --run_dir (the same folder "
                      "for every process, on a file system they share)")
-  manifest = families.make_manifest(config)
   robots.load(config.env.robot)
   return manifest
 

@@ -213,8 +213,8 @@ MUTANTS = (
     Mutant("run_folder_taken_over", "mjx_walk/run/run_folder.py",
            "    if not entries:\n      return\n",
            "    if True:\n      return\n", RUN_FOLDER),
-    Mutant("nan_accepted", "mjx_walk/config.py",
-           "  _check_finite(config)\n", "", FINITE),
+    Mutant("nan_accepted", "mjx_walk/config/run.py",
+           "  check_finite(config)\n", "", FINITE),
     # The renovation's structure: the host loop's schedule one chunk late, an upward import, a
     # ledger that loads JAX, the panel's command ranges left unvalidated, and a dotted path set
     # on the wrong section.
@@ -225,10 +225,15 @@ MUTANTS = (
            "import jax.numpy as jnp\n\nfrom mjx_walk.run import ledger  # noqa\n", LAYERS),
     Mutant("ledger_loads_jax", "mjx_walk/run/ledger.py",
            "import numpy as np\n", "import jax  # noqa\nimport numpy as np\n", LAYERS),
-    Mutant("panel_commands_unvalidated", "mjx_walk/config.py",
-           "  _validate_commands(\"panel\", panel)\n", "", CONFIG),
-    Mutant("dotted_path_sets_the_top_level", "mjx_walk/config.py",
+    Mutant("panel_commands_unvalidated", "mjx_walk/config/panel.py",
+           "  commands.validate(\"panel\", panel)\n", "", CONFIG),
+    Mutant("dotted_path_sets_the_top_level", "mjx_walk/config/run.py",
            "    section = getattr(section, part)\n", "", CONFIG),
+    # The config package: a section's own checks not called, the cross-section rules skipped.
+    Mutant("audit_section_unvalidated", "mjx_walk/config/run.py",
+           "  audit_lib.validate(config.audit)\n", "", CONFIG),
+    Mutant("cross_section_rules_skipped", "mjx_walk/config/run.py",
+           "  _validate_across_sections(config)\n", "", CONFIG),
     # A checkpoint from before the typed signals read with two of its leaves swapped.
     Mutant("pre_signals_leaves_swapped", "mjx_walk/run/checkpoint.py",
            "    \"metrics_audit_contact\": \"signals_contact\",\n"

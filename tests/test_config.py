@@ -166,6 +166,12 @@ class ValidateTest(parameterized.TestCase):
        r"config\.checkpoint\.every_chunks=0 .*positive integer"),
       ("zero_checkpoint_keep", {"checkpoint__max_to_keep": 0},
        r"config\.checkpoint\.max_to_keep=0 .*positive integer"),
+      # The audit section's own module: a count, a speed and a share.
+      ("negative_early_end_steps", {"audit__early_end_steps": -1},
+       r"config\.audit\.early_end_steps=-1 .*integer >= 0"),
+      ("zero_slip_speed", {"audit__slip_speed": 0.0}, r"config\.audit\.slip_speed=0\.0 .*> 0"),
+      ("share_above_one", {"audit__dominant_share": 1.5},
+       r"config\.audit\.dominant_share=1\.5 .*\(0, 1\]"),
   )
   def test_family_and_panel_errors_name_value_and_accepted(self, changes, pattern):
     with self.assertRaisesRegex(ValueError, pattern):

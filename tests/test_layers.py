@@ -28,9 +28,9 @@ PACKAGE = REPO / "mjx_walk"
 LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "analysis": 4, "runner": 5}
 """Layer of each top-level name of the package; anything else (the commands `train`,
 `evaluate`, `report`, `ledger`, `export`, `sim2sim`, and `cli`, `__init__`) is the top layer."""
-MODULE_LAYERS = ("config", "scaling", "runner")
-"""The layers that are one module (a file, not a subpackage): the config, the batch scaling rule
-and the training loop."""
+MODULE_LAYERS = ("scaling", "runner")
+"""The layers that are one module (a file, not a subpackage): the batch scaling rule and the
+training loop. The config layer holds the `config` package and `scaling.py`."""
 TOP = 6
 
 

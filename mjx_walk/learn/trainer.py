@@ -177,10 +177,11 @@ def make_trainer(
   """Builds the init function and the fused, jitted training chunk.
 
   Args:
-    config: a validated run configuration; closed over, so it is static under jit.
+    config: the run configuration; closed over, so it is static under jit. Validated here
+      when the manifest is drawn here; a given manifest was drawn from a validated config.
     env: the env to train on; built from `config` when omitted.
-    manifest: the run's families; `families.make_manifest(config)` when omitted. Env i trains
-      in training family i % num_train_families.
+    manifest: the run's families; `families.make_manifest(config)` (which validates the
+      config) when omitted. Env i trains in training family i % num_train_families.
     devices: the mesh to train on; every device of every process when omitted.
 
   Returns:
@@ -190,7 +191,7 @@ def make_trainer(
     ValueError: a bad config value, or a batch that does not split evenly over the devices;
       nothing has compiled.
   """
-  config_lib.validate(config)
+  manifest = manifest or families.make_manifest(config)
   devices = devices or sharding.make()
   sharding.check_geometry(config, devices.count)
   if devices.count > 1:
@@ -202,7 +203,6 @@ def make_trainer(
     # one device keeps jaxlib's own lowering (and its speed).
     cpu_lapack.install()
   env = env or env_lib.LocomotionEnv(config)
-  manifest = manifest or families.make_manifest(config)
   ppo_cfg = config.ppo
   parts = _Parts(
       config=config,

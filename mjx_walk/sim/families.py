@@ -483,7 +483,11 @@ class Manifest:
 def make_manifest(config: config_lib.TrainConfig) -> Manifest:
   """The run's manifest, a pure function of the config (run seed, panel seed and ranges).
 
+  The config is validated here, first: a run validates once, when its manifest is drawn
+  (`runner.run`, or `trainer.make_trainer` without a manifest).
+
   Raises:
+    ValueError: a bad config value, naming it.
     LeakageError: explicit training seeds that are also evaluation seeds.
   """
   config_lib.validate(config)
