@@ -79,9 +79,7 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
   (`report.record_not_rendered`), so that report.md says so."""
   update = int(carry.train.update_step)
   # A host copy: the evaluator runs on this process's first device, not on the mesh.
-  params = sharding.to_host(policy_lib.PolicyParams(actor=carry.train.params.actor,
-                                                    normalizer=carry.train.normalizer))
-  result, traces = evaluator.run_with_traces(params)
+  result, traces = evaluator.run_with_traces(_host_policy(carry))
   record = ledger.eval_record(result, update=update, env_steps=update * config.batch_size,
                               wall_seconds=time.perf_counter() - run_start)
   log.write(record)
@@ -505,14 +503,18 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None = Non
   return _result(folder, trainer, carry, config, manifest, last_eval, stopped=False)
 
 
+def _host_policy(carry: trainer_lib.Carry) -> policy_lib.PolicyParams:
+  """The carry's actor and normalizer, whole, as host arrays."""
+  return sharding.to_host(policy_lib.PolicyParams(actor=carry.train.params.actor,
+                                                  normalizer=carry.train.normalizer))
+
+
 def _result(folder: run_folder.RunFolder, trainer: trainer_lib.Trainer, carry: trainer_lib.Carry,
             config: config_lib.TrainConfig, manifest: families.Manifest,
             evaluation: dict | None, stopped: bool) -> RunResult:
   """The `RunResult` of a run whose host loop ended with `carry`."""
-  params = sharding.to_host(policy_lib.PolicyParams(actor=carry.train.params.actor,
-                                                    normalizer=carry.train.normalizer))
   policy = policy_lib.Policy(
-      params=params, observation_spec=trainer.env.observation_spec()["policy"],
+      params=_host_policy(carry), observation_spec=trainer.env.observation_spec()["policy"],
       networks=trainer.networks, config=config, manifest=manifest,
       step=int(carry.train.update_step), run_dir=folder.root)
   return RunResult(run_dir=folder.root, evaluation=evaluation, policy=policy,
