@@ -72,6 +72,7 @@ with contextlib.redirect_stdout(sys.stderr):
 from mjx_walk import config as config_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import env_state
 from mjx_walk.sim import families
 
 _BRAX_PMAP_AXIS = "i"
@@ -145,7 +146,7 @@ class BraxEnv(brax_base.Env):
     spec = env.observation_spec()
     self._obs_size = {"state": spec["policy"].shape, "privileged_state": spec["critic"].shape}
 
-  def _to_brax(self, s: env_lib.EnvState) -> brax_base.State:
+  def _to_brax(self, s: env_state.EnvState) -> brax_base.State:
     done = s.terminated | s.truncated
     return brax_base.State(
         pipeline_state=s,

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import env_state
 
 
 def time_call(fn: Callable[..., Any], *args: Any) -> float:
@@ -63,7 +64,7 @@ def compile_chunk(trainer: trainer_lib.Trainer, carry: trainer_lib.Carry) -> Com
 
 
 def physics_rollout(env: env_lib.LocomotionEnv, num_envs: int, unroll_length: int
-                    ) -> Callable[[env_lib.EnvState], env_lib.EnvState]:
+                    ) -> Callable[[env_state.EnvState], env_state.EnvState]:
   """A jitted rollout of `unroll_length` steps of the env's own step with zero actions.
 
   The env's step is the whole of it (physics, observations, rewards, terminations, auto-reset);
@@ -72,7 +73,7 @@ def physics_rollout(env: env_lib.LocomotionEnv, num_envs: int, unroll_length: in
   zeros = jnp.zeros((num_envs, env.action_size))
 
   @jax.jit
-  def rollout(state: env_lib.EnvState) -> env_lib.EnvState:
+  def rollout(state: env_state.EnvState) -> env_state.EnvState:
     return jax.lax.scan(lambda s, _: (jax.vmap(env.step)(s, zeros), None), state, None,
                         unroll_length)[0]
 

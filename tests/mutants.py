@@ -101,6 +101,7 @@ LEDGER_FORMAT = ("tests/test_ledger.py::test_nan_and_inf_are_written_as_null",
                  "tests/test_ledger.py::LedgerFormatTest")
 REWIND = ("tests/test_ledger.py::TestTruncateAfter",)
 CHECKPOINT_KEEP = ("tests/test_checkpoint.py::KeepPolicyTest",)
+ENDINGS = ("tests/test_endings.py",)
 ENV_TERMINATION = (  # all on the quiet env: one compiled step
     "tests/test_env.py::EnvTest::test_timeout_is_a_truncation_with_true_final_obs",
     "tests/test_env.py::EnvTest::test_joint_limit",
@@ -533,26 +534,43 @@ MUTANTS = (
     # The env's termination rules: no fall by height, the tilt limit read as radians, body
     # contact never ending an episode, the joint-limit margin outside the limits, a timeout a
     # step late, and the time limit taking precedence over a failure.
-    Mutant("fall_height_ignored", "mjx_walk/sim/env.py",
-           "    fell = (trunk_height < env.fall_height) | (\n", "    fell = (\n", ENV_TERMINATION),
-    Mutant("fall_tilt_in_radians", "mjx_walk/sim/env.py",
-           "        floor_normal[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))\n",
-           "        floor_normal[2] < np.cos(env.fall_tilt_degrees))\n", ENV_TERMINATION),
-    Mutant("body_contact_never_ends", "mjx_walk/sim/env.py",
-           "    if not env.terminate_on_body_contact:\n", "    if True:\n", ENV_TERMINATION),
-    Mutant("joint_limit_margin_outside", "mjx_walk/sim/env.py",
-           "                  (joint_pos > self._joint_upper - margin)).any()\n",
-           "                  (joint_pos > self._joint_upper + margin)).any()\n", ENV_TERMINATION),
-    Mutant("timeout_a_step_late", "mjx_walk/sim/env.py",
-           "    timeout = step + 1 >= self.episode_steps\n",
-           "    timeout = step >= self.episode_steps\n", ENV_TERMINATION),
-    Mutant("timeout_before_failure", "mjx_walk/sim/env.py",
-           "        [~finite, fell, body_contact, at_limit, timeout],\n"
-           "        [ResetReason.NONFINITE, ResetReason.FALL, ResetReason.BODY_CONTACT,\n"
-           "         ResetReason.JOINT_LIMIT, ResetReason.TIMEOUT],\n",
-           "        [timeout, ~finite, fell, body_contact, at_limit],\n"
-           "        [ResetReason.TIMEOUT, ResetReason.NONFINITE, ResetReason.FALL,\n"
-           "         ResetReason.BODY_CONTACT, ResetReason.JOINT_LIMIT],\n", ENV_TERMINATION),
+    Mutant("fall_height_ignored", "mjx_walk/sim/endings.py",
+           "  fell = (trunk_height < env.fall_height) | (\n", "  fell = (\n", ENDINGS),
+    Mutant("fall_tilt_in_radians", "mjx_walk/sim/endings.py",
+           "      floor_normal[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))\n",
+           "      floor_normal[2] < np.cos(env.fall_tilt_degrees))\n", ENDINGS),
+    Mutant("body_contact_never_ends", "mjx_walk/sim/endings.py",
+           "  if not env.terminate_on_body_contact:\n", "  if True:\n", ENDINGS),
+    Mutant("joint_limit_margin_outside", "mjx_walk/sim/endings.py",
+           "                (joint_pos > rules.joint_upper - margin)).any()\n",
+           "                (joint_pos > rules.joint_upper + margin)).any()\n", ENDINGS),
+    Mutant("timeout_a_step_late", "mjx_walk/sim/endings.py",
+           "  timeout = step + 1 >= rules.episode_steps\n",
+           "  timeout = step >= rules.episode_steps\n", ENDINGS),
+    Mutant("timeout_before_failure", "mjx_walk/sim/endings.py",
+           "      [~finite, fell, body_contact, at_limit, timeout],\n"
+           "      [ResetReason.NONFINITE, ResetReason.FALL, ResetReason.BODY_CONTACT,\n"
+           "       ResetReason.JOINT_LIMIT, ResetReason.TIMEOUT],\n",
+           "      [timeout, ~finite, fell, body_contact, at_limit],\n"
+           "      [ResetReason.TIMEOUT, ResetReason.NONFINITE, ResetReason.FALL,\n"
+           "       ResetReason.BODY_CONTACT, ResetReason.JOINT_LIMIT],\n", ENDINGS),
+    # The env's wiring of its measurements into the rules: body contact never reaches them.
+    Mutant("env_body_contact_not_judged", "mjx_walk/sim/env.py",
+           "                                measured.readings.joint_pos, measured.body_contact, finite,\n",
+           "                                measured.readings.joint_pos, jnp.zeros((), bool), finite,\n",
+           ENV_TERMINATION),
+    # The ground and the reward table on their own: a foot's clearance measured from its
+    # centre, the termination penalty dropped from the total, terms not scaled by the period.
+    Mutant("foot_clearance_from_the_centre", "mjx_walk/sim/ground.py",
+           "    return geom_xpos[geometry.foot_geoms, 2] - geometry.foot_radius\n",
+           "    return geom_xpos[geometry.foot_geoms, 2]\n", ("tests/test_ground.py",)),
+    Mutant("termination_penalty_dropped", "mjx_walk/sim/rewards.py",
+           "  return shaped + scaled.get(\"termination\", 0.0), scaled\n",
+           "  return shaped, scaled\n", ("tests/test_rewards.py::StepRewardTest",)),
+    Mutant("reward_terms_not_scaled_by_dt", "mjx_walk/sim/rewards.py",
+           "  scaled = {name: scale * dt * jnp.where(finite, terms[name](), 0.0)\n",
+           "  scaled = {name: scale * jnp.where(finite, terms[name](), 0.0)\n",
+           ("tests/test_rewards.py::StepRewardTest",)),
     # The panel's success: without the velocity or the yaw-rate threshold, the two thresholds
     # swapped, an error at the threshold counted a success, and a fall that tracked well
     # counted a success.

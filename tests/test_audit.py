@@ -15,12 +15,14 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import audit
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import env_state
 from mjx_walk.sim import families
 
 import configs
 
-R = env_lib.ResetReason
+R = endings.ResetReason
 _ = False
 X = True
 
@@ -78,7 +80,7 @@ class TerminationAuditTest(chex.TestCase):
                         [R.NONE, R.BODY_CONTACT, R.FALL, R.NONE]], np.int32)  # [T, N]
     counts = self.variant(audit.reset_histogram_by_family, static_argnums=1)(reasons, 2)
     # Columns: fall, timeout, joint_limit, body_contact, nonfinite.
-    self.assertEqual(env_lib.REASON_NAMES,
+    self.assertEqual(endings.REASON_NAMES,
                      ("fall", "timeout", "joint_limit", "body_contact", "nonfinite"))
     np.testing.assert_array_equal(counts, [[2, 1, 0, 0, 0],    # env 0 fall, env 2 timeout, fall
                                            [1, 0, 0, 1, 0]])   # env 3 fall, env 1 body contact
@@ -153,7 +155,7 @@ class RolloutMetricsTest(chex.TestCase):
 
   def _rollout(self, num_traces: int):
     """T = 2 steps, N = 2 envs (env n in family n % 2), F = 1 foot, worked by hand below."""
-    signals = env_lib.StepSignals(
+    signals = env_state.StepSignals(
         trunk_height=jnp.array([[0.16, 0.3], [0.3, 0.3]]),
         trunk_tilt=jnp.array([[20.0, 0.0], [0.0, 0.0]]),
         contact=jnp.array([[X, _], [X, X]])[..., None],  # [T, N, F]

@@ -11,7 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import env_state
 from mjx_walk.sim import families
 
 import configs
@@ -79,7 +81,7 @@ def _reset(reset, seed: int = 0):
   return reset(_keys(seed=seed), _families())
 
 
-R_NONE, R_FALL = int(env_lib.ResetReason.NONE), int(env_lib.ResetReason.FALL)
+R_NONE, R_FALL = int(endings.ResetReason.NONE), int(endings.ResetReason.FALL)
 
 
 def _select(tree, i):
@@ -134,7 +136,7 @@ class EnvTest(chex.TestCase):
     standing = reset(_keys(), _flat_families())  # the standing pose on level ground
     for state in (standing, step(standing, jnp.zeros((NUM_ENVS, env.action_size)))):
       signals = state.signals
-      self.assertIsInstance(signals, env_lib.StepSignals)
+      self.assertIsInstance(signals, env_state.StepSignals)
       # Booleans stay booleans: contacts at both ends of the step, and body contact.
       chex.assert_shape([signals.contact, signals.last_contact], (NUM_ENVS, num_feet))
       chex.assert_type([signals.contact, signals.last_contact], bool)
@@ -168,7 +170,7 @@ class EnvTest(chex.TestCase):
       seen.append(jax.device_get((state.data.qpos[:, 2], state.reset_reason, state.signals)))
     heights, reasons, signals = jax.tree.map(lambda *xs: np.stack(xs), *seen)
     chex.assert_tree_all_finite(state.data.qpos)
-    np.testing.assert_array_equal(reasons, env_lib.ResetReason.NONE)
+    np.testing.assert_array_equal(reasons, endings.ResetReason.NONE)
     self.assertGreater(float(heights.min()), 0.22)
     # Standing still: over the last half second the trunk bobs by less than 1 cm and is level.
     last = heights[-round(0.5 * env.config.env.control_hz):]
@@ -263,7 +265,7 @@ class EnvTest(chex.TestCase):
     clean_next, poisoned_next = step(state, actions), step(poisoned, actions)
 
     reasons = np.asarray(poisoned_next.reset_reason)
-    self.assertEqual(reasons[1], env_lib.ResetReason.NONFINITE)
+    self.assertEqual(reasons[1], endings.ResetReason.NONFINITE)
     self.assertTrue(bool(poisoned_next.terminated[1]))
     self.assertFalse(bool(poisoned_next.truncated[1]))
     chex.assert_tree_all_finite(poisoned_next.obs)
@@ -302,8 +304,8 @@ class EnvTest(chex.TestCase):
     last = last.replace(data=last.data.replace(qpos=qpos))
     nxt = step(last, jnp.zeros((NUM_ENVS, env.action_size)))
 
-    expected = [env_lib.ResetReason.TIMEOUT] * NUM_ENVS
-    expected[2] = env_lib.ResetReason.FALL  # failure takes precedence over the time limit
+    expected = [endings.ResetReason.TIMEOUT] * NUM_ENVS
+    expected[2] = endings.ResetReason.FALL  # failure takes precedence over the time limit
     np.testing.assert_array_equal(nxt.reset_reason, expected)
     np.testing.assert_array_equal(nxt.truncated, [True, True, False, True])
     np.testing.assert_array_equal(nxt.terminated, [False, False, True, False])
@@ -316,7 +318,7 @@ class EnvTest(chex.TestCase):
     first = last.replace(task=last.task.replace(step=jnp.zeros((NUM_ENVS,), jnp.int32)))
     continued = step(first, jnp.zeros((NUM_ENVS, env.action_size)))
     keep = np.array([0, 1, 3])
-    np.testing.assert_array_equal(continued.reset_reason[keep], env_lib.ResetReason.NONE)
+    np.testing.assert_array_equal(continued.reset_reason[keep], endings.ResetReason.NONE)
     chex.assert_trees_all_close(
         _select(nxt.final_obs, keep), _select(continued.obs, keep), atol=1e-6)
     np.testing.assert_allclose(nxt.metrics["episode/length"], env.episode_steps)
@@ -337,9 +339,9 @@ class EnvTest(chex.TestCase):
     qpos = qpos.at[1, 2].set(0.1)
     state = state.replace(data=state.data.replace(qpos=qpos))
     nxt = step(state, jnp.zeros((NUM_ENVS, env.action_size)))
-    self.assertEqual(int(nxt.reset_reason[0]), env_lib.ResetReason.FALL)
-    self.assertEqual(int(nxt.reset_reason[1]), env_lib.ResetReason.FALL)
-    np.testing.assert_array_equal(nxt.reset_reason[2:], env_lib.ResetReason.NONE)
+    self.assertEqual(int(nxt.reset_reason[0]), endings.ResetReason.FALL)
+    self.assertEqual(int(nxt.reset_reason[1]), endings.ResetReason.FALL)
+    np.testing.assert_array_equal(nxt.reset_reason[2:], endings.ResetReason.NONE)
 
     # A body geom on the floor with the trunk upright above the fall height ends the episode by
     # body contact alone: env 1 at a trunk height of 0.2 m (the fall height is 0.18 m) with its
@@ -352,9 +354,9 @@ class EnvTest(chex.TestCase):
     self.assertGreater(float(qpos[1, 2]), env.config.env.fall_height)
     nxt = step(state.replace(data=state.data.replace(qpos=qpos)),
                jnp.zeros((NUM_ENVS, env.action_size)))
-    self.assertEqual(int(nxt.reset_reason[1]), env_lib.ResetReason.BODY_CONTACT)
+    self.assertEqual(int(nxt.reset_reason[1]), endings.ResetReason.BODY_CONTACT)
     self.assertTrue(bool(nxt.terminated[1]))
-    np.testing.assert_array_equal(np.asarray(nxt.reset_reason)[[0, 2, 3]], env_lib.ResetReason.NONE)
+    np.testing.assert_array_equal(np.asarray(nxt.reset_reason)[[0, 2, 3]], endings.ResetReason.NONE)
 
   def test_final_state_is_the_one_the_episode_ended_in(self):
     env = _quiet_env()
@@ -401,9 +403,9 @@ class EnvTest(chex.TestCase):
     state = state.replace(data=state.data.replace(qpos=qpos), family=no_delay)
     actions = jnp.zeros((NUM_ENVS, env.action_size)).at[3, calf].set(env.env_config.action_clip)
     nxt = step(state, actions)
-    self.assertEqual(int(nxt.reset_reason[3]), env_lib.ResetReason.JOINT_LIMIT)
+    self.assertEqual(int(nxt.reset_reason[3]), endings.ResetReason.JOINT_LIMIT)
     self.assertTrue(bool(nxt.terminated[3]))
-    np.testing.assert_array_equal(nxt.reset_reason[:3], env_lib.ResetReason.NONE)
+    np.testing.assert_array_equal(nxt.reset_reason[:3], endings.ResetReason.NONE)
 
   def test_command_follows_the_family_schedule(self):
     env = _quiet_env()
@@ -428,7 +430,7 @@ class EnvTest(chex.TestCase):
         # A step from step s yields the command of control step s + 1.
         before = state.replace(task=state.task.replace(step=jnp.asarray(first + offset - 1)))
         after = step(before, zeros)
-        np.testing.assert_array_equal(after.reset_reason, env_lib.ResetReason.NONE)
+        np.testing.assert_array_equal(after.reset_reason, endings.ResetReason.NONE)
         np.testing.assert_array_equal(after.task.step, first + offset)
         np.testing.assert_array_equal(after.task.command, commands[envs, row],
                                       err_msg=f"entry {entry}, offset {offset}")

@@ -25,14 +25,14 @@ from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
-from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import endings
 from mjx_walk.sim import families
 
 import commands
 import configs
 import runs
 
-R = env_lib.ResetReason
+R = endings.ResetReason
 
 
 def save_untrained_run(cfg: config_lib.TrainConfig, run_dir: pathlib.Path) -> None:

@@ -29,6 +29,7 @@ from mujoco import mjx
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 
@@ -338,7 +339,7 @@ class ManifestTest(chex.TestCase):
     last = state.replace(task=state.task.replace(
         step=jnp.full((NUM_ENVS,), env.episode_steps - 1, jnp.int32)))
     after = step(last, jnp.zeros((NUM_ENVS, env.action_size)))
-    np.testing.assert_array_equal(after.reset_reason, env_lib.ResetReason.TIMEOUT)
+    np.testing.assert_array_equal(after.reset_reason, endings.ResetReason.TIMEOUT)
     np.testing.assert_array_equal(after.task.step, 0)
     chex.assert_trees_all_equal(after.family, state.family)
 
@@ -435,7 +436,7 @@ class PhysicsTest(chex.TestCase):
     reset, step = _jitted()
     fams = _train_params()
     state = step(reset(_keys(), fams), jnp.zeros((NUM_ENVS, env.action_size)))
-    np.testing.assert_array_equal(state.reset_reason, env_lib.ResetReason.NONE)
+    np.testing.assert_array_equal(state.reset_reason, endings.ResetReason.NONE)
     # The composite inertia MJX computed inside the step holds the trunk's payload
     # (cinert[..., 9] is a body's mass).
     trunk = robot.trunk_body_id
@@ -470,7 +471,7 @@ class PhysicsTest(chex.TestCase):
     for k in range(5):
       action = signal if k == sent_at else np.zeros_like(signal)
       state = step(state, jnp.asarray(action))
-      np.testing.assert_array_equal(state.reset_reason, env_lib.ResetReason.NONE)
+      np.testing.assert_array_equal(state.reset_reason, endings.ResetReason.NONE)
       arrives = (k == sent_at + delays)[:, None]  # [N, 1]
       expected = default_pose + scale * np.where(arrives, signal, 0.0)
       np.testing.assert_allclose(state.data.ctrl, expected, atol=1e-6, err_msg=f"step {k}")
@@ -522,7 +523,7 @@ class PhysicsTest(chex.TestCase):
     zeros = jnp.zeros((NUM_ENVS, env.action_size))
     for _ in range(start_step + push_steps + 3):
       state = step(state, zeros)
-      np.testing.assert_array_equal(state.reset_reason, env_lib.ResetReason.NONE)
+      np.testing.assert_array_equal(state.reset_reason, endings.ResetReason.NONE)
       history.append(momentum(state))
     history = np.array(history)  # [steps + 1, N, 3]
     chex.assert_tree_all_finite(history)

@@ -21,7 +21,7 @@ from mjx_walk.analysis import videos
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
-from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import endings
 from mjx_walk.sim import families
 
 import commands
@@ -89,7 +89,7 @@ class RunReportTest(absltest.TestCase):
       self.assertLen(frames, math.ceil(caption["length_steps"] / every))
       self.assertEqual(frames[0].shape, (self.config.report.video_height,
                                          self.config.report.video_width, 3))
-      self.assertIn(caption["end_reason"], env_lib.REASON_NAMES)
+      self.assertIn(caption["end_reason"], endings.REASON_NAMES)
       self.assertAlmostEqual(caption["commands"][0]["start_s"], 0.0)
       self.assertAlmostEqual(caption["commands"][-1]["end_s"], caption["seconds"])
       self.assertIn(f"]({run_folder.VIDEOS}/{update}/{stratum}.mp4)", self.text)

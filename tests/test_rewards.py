@@ -2,9 +2,11 @@
 
 from absl.testing import absltest
 import chex
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjx_walk import config as config_lib
 from mjx_walk.sim import rewards
 
 
@@ -77,6 +79,61 @@ class RewardTermsTest(chex.TestCase):
     speed = jnp.array([0.2, 0.5, 1.0, 0.0])
     contact = jnp.array([True, True, False, True])
     self.assertAlmostEqual(float(self.variant(rewards.feet_slip)(speed, contact)), 0.29, places=6)
+
+
+def _inputs(terminated: bool, force: float) -> rewards.StepInputs:
+  """One step's inputs: planar velocity 0.5 m/s under a 1 m/s command, every actuator at
+  `force`, everything else at rest."""
+  zeros3, zeros12 = np.zeros(3, np.float32), np.zeros(12, np.float32)
+  zeros4 = np.zeros(4, np.float32)
+  return rewards.StepInputs(
+      command=np.array([1.0, 0.0, 0.0], np.float32),
+      lin_vel=np.array([0.5, 0.0, 0.0], np.float32),
+      ang_vel=zeros3, gravity=np.array([0.0, 0.0, -1.0], np.float32),
+      actuator_force=np.full(12, force, np.float32), action=zeros12, last_action=zeros12,
+      joint_pos=zeros12, default_pose=zeros12, air_time=zeros4, first_contact=np.zeros(4, bool),
+      foot_height=zeros4, gait_phase=np.float32(0.0), gait_offsets=zeros4, foot_speed=zeros4,
+      stance=np.zeros(4, bool), terminated=np.asarray(terminated))
+
+
+class StepRewardTest(absltest.TestCase):
+  """The table's sum against hand arithmetic: catches a term scaled twice or not by dt, the
+  clip applied to the termination penalty (or not at all), a zero scale still reported, and a
+  non-finite step that still pays."""
+
+  # Every scale 0 but tracking_lin_vel 1, torques -1e-4 and termination -50; dt = 0.02 s.
+  CFG = config_lib.RewardConfig(**{
+      **{name: 0.0 for name in config_lib.RewardConfig().scales()},
+      "tracking_lin_vel": 1.0, "torques": -1e-4, "termination": -50.0,
+      "only_positive": True, "tracking_sigma": 0.25})
+  DT = 0.02
+
+  def setUp(self):
+    super().setUp()
+    self.reward = jax.jit(lambda x, finite: rewards.step_reward(self.CFG, self.DT, x, finite))
+
+  def test_terms_and_total(self):
+    reward, scaled = self.reward(_inputs(False, 10.0), True)
+    self.assertEqual(sorted(scaled), ["termination", "torques", "tracking_lin_vel"])
+    # tracking: exp(-0.5^2 / 0.25) = e^-1; torques: 12 * 10^2 = 1200 -> -1e-4 * 1200 = -0.12.
+    self.assertAlmostEqual(float(scaled["tracking_lin_vel"]), 0.02 * np.exp(-1.0), places=7)
+    self.assertAlmostEqual(float(scaled["torques"]), 0.02 * -0.12, places=7)
+    self.assertEqual(float(scaled["termination"]), 0.0)
+    self.assertAlmostEqual(float(reward), 0.02 * (np.exp(-1.0) - 0.12), places=7)
+
+  def test_negative_shaping_is_clipped_but_the_termination_penalty_is_not(self):
+    # 12 * 100^2 * 1e-4 = 12 outweighs the tracking term: the shaped sum clips to 0.
+    reward, _ = self.reward(_inputs(False, 100.0), True)
+    self.assertEqual(float(reward), 0.0)
+    reward, scaled = self.reward(_inputs(True, 100.0), True)
+    self.assertAlmostEqual(float(scaled["termination"]), 0.02 * -50.0, places=6)
+    self.assertAlmostEqual(float(reward), -1.0, places=6)
+
+  def test_a_non_finite_step_pays_nothing(self):
+    reward, scaled = self.reward(_inputs(True, 10.0), False)
+    self.assertEqual(float(reward), 0.0)
+    self.assertEqual({k: float(v) for k, v in scaled.items()},
+                     {"termination": 0.0, "torques": 0.0, "tracking_lin_vel": 0.0})
 
 
 if __name__ == "__main__":

@@ -29,8 +29,10 @@ from mjx_walk.analysis import report
 from mjx_walk.analysis import sim2sim
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
-from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import endings
+from mjx_walk.sim import env_state
 from mjx_walk.sim import families
+from mjx_walk.sim import ground as ground_lib
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain
 from mjx_walk.sim._mjx import mjx
@@ -39,7 +41,7 @@ import commands
 import configs
 import runs
 
-R = env_lib.ResetReason
+R = endings.ResetReason
 
 
 def _gravity(degrees: float, direction: float) -> np.ndarray:
@@ -308,15 +310,15 @@ class HeightfieldWorldsTest(absltest.TestCase):
 
     def mjx_judgement(data, heights, qpos):
       data = mjx.kinematics(env.model, data.replace(qpos=qpos))
-      return (env._trunk_height(data, heights),
-              env._body_touches_floor(data, jnp.ones((), bool), heights))
+      return (ground_lib.height_above(env.ground, heights, data.qpos[0:3]),
+              ground_lib.body_contact(env.ground, heights, data))
 
     cls.mjx_judgement = staticmethod(jax.jit(mjx_judgement))
 
   def index(self, stratum: str) -> int:
     return next(j for j, f in enumerate(self.manifest.eval_families) if f.stratum == stratum)
 
-  def row(self, j: int) -> env_lib.EnvState:
+  def row(self, j: int) -> env_state.EnvState:
     return jax.tree.map(lambda x: x[j], self.start)
 
   def test_each_world_holds_its_familys_ground(self):

@@ -26,6 +26,7 @@ from mjx_walk import config as config_lib
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 from mjx_walk.sim import terrain
@@ -33,8 +34,8 @@ from mjx_walk.sim import terrain
 import configs
 
 FLAT, ROUGH, SLOPE, STAIRS_UP, STAIRS_DOWN, OBSTACLES = range(6)
-R_NONE = int(env_lib.ResetReason.NONE)
-R_BODY = int(env_lib.ResetReason.BODY_CONTACT)
+R_NONE = int(endings.ResetReason.NONE)
+R_BODY = int(endings.ResetReason.BODY_CONTACT)
 
 
 def _config(**changes) -> config_lib.TrainConfig:

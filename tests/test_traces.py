@@ -14,10 +14,11 @@ from mjx_walk import config as config_lib
 from mjx_walk.analysis import traces as trace_files
 from mjx_walk.learn import audit
 from mjx_walk.run import run_folder
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 
-R = env_lib.ResetReason
+R = endings.ResetReason
 _ = False
 X = True
 

@@ -19,7 +19,7 @@ from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
-from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import endings
 from mjx_walk.sim import families
 
 import commands
@@ -126,7 +126,7 @@ class TrainerTest(chex.TestCase):
     for chunk, record in enumerate(records):
       self.assertEqual(record["families/min_per_minibatch"],
                        fewest[chunk * k:(chunk + 1) * k].min())
-      shares = [record[f"reward_share/{name}"] for name in trainer.env._reward_scales]
+      shares = [record[f"reward_share/{name}"] for name in trainer.env.reward_scales]
       self.assertAlmostEqual(sum(shares), 1.0, places=5)
     # Env i trains in family i % F.
     np.testing.assert_array_equal(carry.env.family.index, np.arange(cfg.num_envs) % 4)
@@ -155,7 +155,7 @@ class TrainerTest(chex.TestCase):
     # Episodes are 5 control steps long, so each update of 6 steps ends every env once or more.
     for record in records:
       self.assertGreaterEqual(record["episode/count"], cfg.num_envs)
-      shares = sum(record[f"reset/{name}"] for name in env_lib.REASON_NAMES)
+      shares = sum(record[f"reset/{name}"] for name in endings.REASON_NAMES)
       self.assertAlmostEqual(shares, 1.0, places=5)
       self.assertGreater(record["reset/timeout"], 0.0)
     # The last update's policy std: the mean of exp(log_std) of the final parameters (floored at
@@ -319,7 +319,7 @@ class CollectTest(chex.TestCase):
       continued = step(rewound, action)
       ended = truncated[t]
       np.testing.assert_array_equal(
-          np.asarray(continued.reset_reason)[ended], env_lib.ResetReason.NONE)
+          np.asarray(continued.reset_reason)[ended], endings.ResetReason.NONE)
       true_final = value(norm, continued.obs)  # [N]
       next_first = value(norm, nxt.obs)  # [N]
       if ended.any():

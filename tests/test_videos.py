@@ -17,6 +17,7 @@ from mjx_walk import config as config_lib
 from mjx_walk.analysis import panel
 from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 from mjx_walk.run import run_folder
@@ -123,7 +124,7 @@ class RenderTest(absltest.TestCase):
         env_index=np.array([0, 1], np.int32), family_index=np.array([0, 1], np.int32),
         qpos=qpos.astype(np.float32).reshape(2, steps, nq), command=command,
         length=np.array([9, 4], np.int32),
-        reason=np.array([env_lib.ResetReason.TIMEOUT, env_lib.ResetReason.FALL], np.int32),
+        reason=np.array([endings.ResetReason.TIMEOUT, endings.ResetReason.FALL], np.int32),
         episode_return=np.array([1.0, -2.0], np.float32),
         gravity=np.asarray(manifest.eval_params().gravity))
     run_dir = pathlib.Path(self.create_tempdir().full_path)
@@ -246,7 +247,7 @@ class HeightfieldRenderTest(absltest.TestCase):
         qpos=qpos.astype(np.float32).reshape(2, steps, nq), command=np.zeros((2, steps, 3),
                                                                                np.float32),
         length=np.array([steps, steps], np.int32),
-        reason=np.array([env_lib.ResetReason.TIMEOUT] * 2, np.int32),
+        reason=np.array([endings.ResetReason.TIMEOUT] * 2, np.int32),
         episode_return=np.zeros(2, np.float32),
         gravity=np.asarray(manifest.eval_params().gravity))
     run_dir = pathlib.Path(self.create_tempdir().full_path) / "run"

@@ -24,6 +24,7 @@ from mjx_walk.run import onnx_policy
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import env_state
 
 ROLLOUT_ENVS = 7
 ROLLOUT_STEPS = 30
@@ -62,7 +63,7 @@ def rollout_observations(pol: policy_lib.Policy, num_envs: int, steps: int) -> n
   @jax.jit
   def run(params: policy_lib.PolicyParams) -> jax.Array:
 
-    def step(state: env_lib.EnvState, _) -> tuple[env_lib.EnvState, jax.Array]:
+    def step(state: env_state.EnvState, _) -> tuple[env_state.EnvState, jax.Array]:
       obs = state.obs["policy"]  # [N, O]
       action = policy_lib.mean_action(pol.networks, normalize, params, obs)  # [N, A]
       return jax.vmap(env.step)(state, action), obs

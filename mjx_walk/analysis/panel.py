@@ -43,7 +43,9 @@ from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import env_state
 from mjx_walk.sim import families
 
 PANELS = ("heldout",)
@@ -78,7 +80,7 @@ def empty_stats(num_envs: int) -> EpisodeStats:
   )
 
 
-def accumulate(stats: EpisodeStats, state: env_lib.EnvState) -> EpisodeStats:
+def accumulate(stats: EpisodeStats, state: env_state.EnvState) -> EpisodeStats:
   """Adds one step to every episode still alive; the step that ends an episode counts.
 
   Args:
@@ -96,7 +98,7 @@ def accumulate_step(stats: EpisodeStats, reason: jax.Array, reward: jax.Array,
   goes on), reward and tracking errors. Works on NumPy arrays as well as JAX ones."""
   xp = np if isinstance(reason, np.ndarray) else jnp
   live = stats.alive
-  done = reason != env_lib.ResetReason.NONE  # [N]
+  done = reason != endings.ResetReason.NONE  # [N]
   return EpisodeStats(
       alive=live & ~done,
       length=stats.length + live.astype(xp.int32),
@@ -208,7 +210,7 @@ def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
 
   def run(params: policy_lib.PolicyParams) -> tuple[EpisodeStats, EpisodeTraces]:
 
-    def step(carry: tuple[env_lib.EnvState, EpisodeStats], _):
+    def step(carry: tuple[env_state.EnvState, EpisodeStats], _):
       """Carry: (batched env state, episode stats). Output: the traced envs' qpos and command."""
       state, stats = carry
       seen = (state.data.qpos[traced], state.task.command[traced])  # [S, nq], [S, 3]
@@ -257,8 +259,8 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
   yaw_error = stats.yaw_rate_error_sum / steps  # [N]
   # An env still alive after the scan cannot happen (the panel's episode ends on a timeout), but
   # would count as survived rather than fallen.
-  survived = (stats.reason == env_lib.ResetReason.TIMEOUT) | (
-      stats.reason == env_lib.ResetReason.NONE)
+  survived = (stats.reason == endings.ResetReason.TIMEOUT) | (
+      stats.reason == endings.ResetReason.NONE)
   success = survived & (lin_error < panel.success_lin_vel_error) & (
       yaw_error < panel.success_yaw_rate_error)
   result = {}
@@ -273,7 +275,7 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
         "yaw_rate_error": float(yaw_error[mine].mean()),
         "return": float(stats.episode_return[mine].mean()),
         "reset": {code.label: int((stats.reason[mine] == code).sum())
-                  for code in env_lib.ENDINGS},
+                  for code in endings.ENDINGS},
     }
   return {"panel_hash": manifest.panel_hash, "strata": result}
 

@@ -9,7 +9,7 @@ The same as the MJX panel (`mjx_walk.analysis.panel`), by construction:
     copied into each env's C model, and the command schedule, the pushes and the actuator delay
     come from the env's own `command`, `push_force` and `actuate`;
   * the observation (`observations.policy_observation`, from the one layout), the termination
-    rules (`LocomotionEnv.end_reason`), the tracking errors (`env.tracking_errors`) and the
+    rules (`endings.end_reason`), the tracking errors (`env.tracking_errors`) and the
     per-stratum summary (`panel.summarize`).
 
 On a heightfield run (`terrain.ground="heightfield"`), also the ground: each world's model has the
@@ -17,7 +17,7 @@ env's heightfield (`robots.scene_spec`, the same shape) holding its family's hei
 from the manifest (`terrain.held_out_heights`); a trunk that leaves the tile is moved back by
 whole tiles at the start of each control step, as `LocomotionEnv._wrap` does (`terrain.wrap`);
 and the trunk's height and the trunk's and thighs' contact are measured against the surface
-with the env's probes and `terrain.surface` / `terrain.clearance`, as the env measures them (the
+with the env's probes by `mjx_walk.sim.ground`, as the env measures them (the
 trunk and thighs do not collide with a heightfield in either simulator). Positions are carried
 into MJX's frame (the floor's) for this, so a slope stratum's inclined heightfield is measured
 the same way.
@@ -54,8 +54,11 @@ import numpy as np
 from mjx_walk import config as config_lib
 from mjx_walk.analysis import panel
 from mjx_walk.run import policy as policy_lib
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import env_state
 from mjx_walk.sim import families
+from mjx_walk.sim import ground as ground_lib
 from mjx_walk.sim import observations
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
@@ -140,7 +143,6 @@ class CMuJoCoPanel:
     self._default_pose = jnp.asarray(robot.default_pose, jnp.float32)
     self._qpos_adr = np.asarray(robot.qpos_joint_adr)
     self._qvel_adr = np.asarray(robot.qvel_joint_adr)
-    self._body_geoms = np.asarray(robot.body_contact_geom_ids)
     self._family_fields = self._drawn_fields()  # {field: [E, ...]}
     self.grid = self.env.grid
     """The heightfield's shape (`terrain.Grid`), or None on the plane."""
@@ -202,7 +204,7 @@ class CMuJoCoPanel:
 
     return jax.tree.map(np.asarray, jax.jit(jax.vmap(fields))(self.manifest.eval_params()))
 
-  def worlds(self) -> tuple[list[_World], env_lib.EnvState]:
+  def worlds(self) -> tuple[list[_World], env_state.EnvState]:
     """Every panel env's C model and first state: env j in family j % E, starting where the MJX
     panel's env j starts (its own `reset`), turned into the inclined floor's world. On a
     heightfield the model holds the family's ground.
@@ -258,8 +260,8 @@ class CMuJoCoPanel:
 
     def judge(readings, trunk_height, normal, body_contact, finite, step, command):
       floor_normal = observations.rotate_inverse(readings.quat, normal)  # trunk frame
-      reason = env.end_reason(trunk_height, floor_normal, readings.joint_pos, body_contact,
-                              finite, step)
+      reason = endings.end_reason(env.endings, trunk_height, floor_normal, readings.joint_pos,
+                                  body_contact, finite, step)
       lin_vel, ang_vel, _ = observations.trunk_frame(readings)
       errors = jnp.where(finite, env_lib.tracking_errors(lin_vel, ang_vel, command), 0.0)
       return reason, errors
@@ -269,9 +271,12 @@ class CMuJoCoPanel:
            "clock": jax.jit(env.next_gait_phase)}
     if self.grid is not None:
       grid = self.grid
-      fns.update(trunk_height=jax.jit(jax.vmap(env.height_above_ground)),
-                 touches=jax.jit(env.probes_touch_ground),
-                 probes=jax.jit(env.probe_points),
+      geometry = env.ground
+      fns.update(trunk_height=jax.jit(jax.vmap(
+                     lambda field, position: ground_lib.height_above(geometry, field, position))),
+                 touches=jax.jit(lambda field, points: ground_lib.probes_touch(
+                     geometry, field, points)),
+                 probes=jax.jit(lambda xpos, xmat: ground_lib.probe_points(geometry, xpos, xmat)),
                  wrap=jax.jit(jax.vmap(lambda xy: terrain_lib.wrap(grid, xy))))
     return fns
 
@@ -301,9 +306,9 @@ class CMuJoCoPanel:
         world.data.qpos[0:3] -= world.rotation @ np.array([shift[0], shift[1], 0.0])
 
   def body_contact(self, world: _World) -> bool:
-    """The trunk or a thigh touches the floor: on the plane, a penetrating contact in the last
-    physics step; on a heightfield, one of the env's probe points within its radius of the
-    surface (`LocomotionEnv._body_touches_floor`), from the last physics step's positions."""
+    """The trunk or a thigh touches the floor (`ground.body_contact`'s rules): on the plane, a
+    penetrating contact in the last physics step; on a heightfield, one of the env's probe points
+    within its radius of the surface, from the last physics step's positions."""
     if self.grid is not None:
       data = world.data
       points = np.asarray(self._step_fns["probes"](
@@ -313,15 +318,12 @@ class CMuJoCoPanel:
       return bool(self._step_fns["touches"](world.heights, points.astype(np.float32)))
     data = world.data
     contacts = data.contact
-    pairs, dist = contacts.geom[:data.ncon], contacts.dist[:data.ncon]
-    floor = self.env.robot.floor_geom_id
-    mine = ((pairs[:, 0] == floor) & np.isin(pairs[:, 1], self._body_geoms)) | (
-        (pairs[:, 1] == floor) & np.isin(pairs[:, 0], self._body_geoms))
-    return bool((mine & (dist < 0.0)).any())
+    return bool(ground_lib.touches_floor(self.env.ground, contacts.geom[:data.ncon],
+                                         contacts.dist[:data.ncon], xp=np))
 
   def trunk_heights(self, worlds: list[_World]) -> np.ndarray:
     """float32 [N]: each trunk's height above its floor: along the inclined floor's normal on
-    the plane; on a heightfield, above the surface under it (`LocomotionEnv._trunk_height`)."""
+    the plane; on a heightfield, above the surface under it (`ground.height_above`)."""
     if self.grid is None:
       return np.array([w.rotation[:, 2] @ w.data.qpos[0:3] for w in worlds], np.float32)
     positions = np.stack([self._floor_frame(w, w.data.qpos[0:3]) for w in worlds])

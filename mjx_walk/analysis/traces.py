@@ -28,6 +28,7 @@ import numpy as np
 
 from mjx_walk.analysis import panel
 from mjx_walk.run import run_folder
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
 
@@ -70,7 +71,7 @@ def write_early_ends(run_dir: pathlib.Path | str, metrics_chunk: Mapping[str, np
       np.savez(file, qpos=get("qpos")[:length + 1], qvel=get("qvel")[:length + 1],
                action=get("action")[:length], family=get("family"), env=get("env"),
                reason=get("reason"),
-               reason_name=np.str_(env_lib.ResetReason(int(get("reason"))).label),
+               reason_name=np.str_(endings.ResetReason(int(get("reason"))).label),
                length=np.int32(length), first_step=get("first_step"), update=np.int32(update))
     written.append(path)
   return written
@@ -178,7 +179,7 @@ def save_eval_traces(run_dir: pathlib.Path | str, update: int, traces: panel.Epi
     np.savez_compressed(
         file, update=np.int64(update), strata=np.array([f.stratum for f in evaluated]),
         family_seeds=np.array([f.seed for f in evaluated], np.int64),
-        reason_names=np.array([env_lib.ResetReason(int(r)).label
+        reason_names=np.array([endings.ResetReason(int(r)).label
                                for r in fields["reason"]]),
         panel_hash=np.array(manifest.panel_hash), **fields)
   os.replace(temporary, path)

@@ -37,7 +37,7 @@ from PIL import ImageDraw
 from mjx_walk import config as config_lib
 from mjx_walk.analysis import traces as trace_files
 from mjx_walk.run import run_folder
-from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import endings
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
 
@@ -307,7 +307,7 @@ def render_videos(run_dir: pathlib.Path | str, update: int,
           "family_seed": saved.family_seeds[s],
           "env_index": int(traces.env_index[s]),
           "end_reason": reason,
-          "terminated": reason in env_lib.TERMINATION_NAMES,
+          "terminated": reason in endings.TERMINATION_NAMES,
           "length_steps": length,
           "seconds": length / control_hz,
           "return": float(traces.episode_return[s]),

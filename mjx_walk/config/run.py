@@ -48,7 +48,8 @@ class TrainConfig:
   families: families_lib.FamilyConfig = dataclasses.field(default_factory=families_lib.FamilyConfig)
   panel: panel_lib.PanelConfig = dataclasses.field(default_factory=panel_lib.PanelConfig)
   terrain: terrain_lib.TerrainConfig = dataclasses.field(default_factory=terrain_lib.TerrainConfig)
-  checkpoint: checkpoint_lib.CheckpointConfig = dataclasses.field(default_factory=checkpoint_lib.CheckpointConfig)
+  checkpoint: checkpoint_lib.CheckpointConfig = dataclasses.field(
+      default_factory=checkpoint_lib.CheckpointConfig)
   audit: audit_lib.AuditConfig = dataclasses.field(default_factory=audit_lib.AuditConfig)
   report: report_lib.ReportConfig = dataclasses.field(default_factory=report_lib.ReportConfig)
   reward: reward_lib.RewardConfig = dataclasses.field(default_factory=reward_lib.RewardConfig)

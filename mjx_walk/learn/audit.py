@@ -55,7 +55,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import endings
+from mjx_walk.sim import env_state
 
 Metrics = dict[str, jax.Array]
 
@@ -97,10 +98,10 @@ def reset_histogram_by_family(reset_reason: jax.Array, num_families: int) -> jax
     num_families: F; N must be divisible by it.
 
   Returns:
-    float32 [F, R]: counts; column r is `env.ENDINGS[r]` (code r + 1).
+    float32 [F, R]: counts; column r is `endings.ENDINGS[r]` (code r + 1).
   """
   _, num_envs = reset_reason.shape
-  codes = jnp.arange(1, len(env_lib.ENDINGS) + 1)  # [R]
+  codes = jnp.arange(1, len(endings.ENDINGS) + 1)  # [R]
   per_env = jnp.sum(reset_reason[..., None] == codes, axis=0)  # [N, R]
   per_env = per_env.reshape(num_envs // num_families, num_families, -1)  # [N/F, F, R]
   return jnp.sum(per_env, axis=0).astype(jnp.float32)  # [F, R]
@@ -118,7 +119,7 @@ def fall_histograms(reset_reason: jax.Array, trunk_height: jax.Array,
   Returns:
     (float32 [len(FALL_HEIGHT_BINS) - 1], float32 [len(FALL_TILT_BINS) - 1]) counts.
   """
-  fell = reset_reason == env_lib.ResetReason.FALL  # [T, N]
+  fell = reset_reason == endings.ResetReason.FALL  # [T, N]
   return (masked_histogram(trunk_height, fell, FALL_HEIGHT_BINS),
           masked_histogram(trunk_tilt, fell, FALL_TILT_BINS))
 
@@ -246,7 +247,7 @@ class EpisodeTrace:
   timeout), so the trace holds a whole early end: `length` <= L steps and the state it ended in."""
 
 
-def start_trace(state: env_lib.EnvState, num_steps: int) -> EpisodeTrace:
+def start_trace(state: env_state.EnvState, num_steps: int) -> EpisodeTrace:
   """A trace of one env that holds only its current state as the reset state (row 0).
 
   Args:
@@ -264,8 +265,8 @@ def start_trace(state: env_lib.EnvState, num_steps: int) -> EpisodeTrace:
   )
 
 
-def record_step(trace: EpisodeTrace, before: env_lib.EnvState,
-                final: env_lib.EnvState) -> EpisodeTrace:
+def record_step(trace: EpisodeTrace, before: env_state.EnvState,
+                final: env_state.EnvState) -> EpisodeTrace:
   """One env's trace after one more step: the state it ended in and its action appended.
 
   A step that follows an episode end starts a new trace from `before.data`, the new episode's
@@ -395,7 +396,7 @@ def first_early_ends(per_step: Traces, num_rows: int) -> Traces:
 # THE ONE CALL PER UPDATE
 
 
-def rollout_metrics(signals: env_lib.StepSignals, early_end: jax.Array,
+def rollout_metrics(signals: env_state.StepSignals, early_end: jax.Array,
                     env_metrics: Mapping[str, jax.Array], reset_reason: jax.Array,
                     done: jax.Array, early_end_traces: Traces, *, num_families: int,
                     audit: config_lib.AuditConfig, foot_names: Sequence[str],

@@ -22,7 +22,7 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import sharding
-from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import endings
 
 if TYPE_CHECKING:
   from mjx_walk.sim import families
@@ -162,7 +162,7 @@ def summarize(metrics: Mapping[str, np.ndarray]) -> dict[str, Any]:
   if "audit/resets_by_family" in metrics:
     counts = np.sum(np.asarray(metrics["audit/resets_by_family"]), axis=0)  # [F, R]
     record["audit/resets_by_family"] = {
-        str(f): {env_lib.REASON_NAMES[r]: int(round(counts[f, r]))
+        str(f): {endings.REASON_NAMES[r]: int(round(counts[f, r]))
                  for r in np.flatnonzero(counts[f])}
         for f in np.flatnonzero(counts.sum(axis=1))}
   for key in ("audit/fall_height_counts", "audit/fall_tilt_counts"):

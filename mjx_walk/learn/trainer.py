@@ -61,7 +61,9 @@ from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
 from mjx_walk.learn import sharding
+from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
+from mjx_walk.sim import env_state
 from mjx_walk.sim import families
 from mjx_walk.sim import terrain as terrain_lib
 
@@ -85,7 +87,7 @@ class Carry:
   """The donated state of a chunk."""
 
   train: TrainState
-  env: env_lib.EnvState
+  env: env_state.EnvState
   """Batched over a leading [N] env axis."""
   trace: audit.EpisodeTrace
   """Each env's current episode so far (leaves [N, ...]), from which early ends are picked for
@@ -115,7 +117,7 @@ class Transition:
   reset_reason: jax.Array
   metrics: dict[str, jax.Array]
   """The env's logging metrics of the step (`EnvState.metrics`)."""
-  signals: env_lib.StepSignals
+  signals: env_state.StepSignals
   """What the batch audits read of the step (`EnvState.signals`)."""
   early_end: jax.Array
   """bool []: the step terminated an episode within `audit.early_end_steps` steps."""
@@ -153,7 +155,7 @@ class _Parts:
   networks: networks.ActorCritic
   optimizer: optax.GradientTransformation
   loss_config: ppo.LossConfig
-  observation_spec: env_lib.Observation
+  observation_spec: env_state.Observation
   env_families: families.FamilyParams
   """Each env's training family draw, leaves [N, ...] (the whole batch)."""
   num_families: int
@@ -296,7 +298,7 @@ def _init(parts: _Parts, key: jax.Array) -> Carry:
 
 
 def _normalize(parts: _Parts, norm: normalizer.NormalizerState,
-               obs: env_lib.Observation) -> env_lib.Observation:
+               obs: env_state.Observation) -> env_state.Observation:
   if not parts.config.ppo.normalize_observations:
     return obs
   return normalizer.normalize(norm, obs)
@@ -575,7 +577,7 @@ def _update_metrics(parts: _Parts, train: TrainState, out: _LocalUpdate) -> Metr
   # which no episode ended contributes nothing instead of a 0/0.
   metrics["episode/return_sum"] = jnp.sum(traj.metrics["episode/return"])
   metrics["episode/length_sum"] = jnp.sum(traj.metrics["episode/length"])
-  for code in env_lib.ENDINGS:
+  for code in endings.ENDINGS:
     metrics[f"reset/{code.label}"] = jnp.sum(traj.reset_reason == code).astype(jnp.float32)
   metrics["advantage/mean"] = jnp.mean(advantages)
   metrics["advantage/std"] = jnp.std(advantages)

@@ -16,12 +16,14 @@ zeros before it can reach any reward, observation or metric.
 
 On a heightfield (`terrain.ground="heightfield"`, `mjx_walk.sim.terrain`) the env also carries
 its curriculum level (`EnvState.terrain`); its ground is its family's shape at that level,
-written into the model's `hfield_data` on every step. Heights (trunk, feet) are measured from
-the surface under them, the trunk and thighs touch the ground when their probe points
-(`_body_probes`) reach the surface, a trunk that leaves the tile is moved back onto it (WRAP),
-and each auto-reset moves the level by what the ended episode walked against its command.
+written into the model's `hfield_data` on every step. Heights (trunk, feet) and body contact are
+measured from the ground under the robot (`mjx_walk.sim.ground`), a trunk that leaves the tile is
+moved back onto it (WRAP), and each auto-reset moves the level by what the ended episode walked
+against its command. The termination rules and the reset reasons are `mjx_walk.sim.endings`';
+the reward table is `mjx_walk.sim.rewards`'.
 
-`step` is a sequence of named stages: (wrap), physics, terminations, reward, signals, auto-reset.
+`step` is a sequence of named stages: (wrap), physics, measure (the ground under the robot and
+the trunk frame, once), terminations, reward, signals, auto-reset.
 Every step reports what the batch audits (`mjx_walk.learn.audit`) read of it as typed
 `StepSignals` in `EnvState.signals`, measured before any auto-reset: the trunk height and tilt it
 ended in, each foot's contact at both ends of the step, its mean horizontal speed over the step
@@ -32,108 +34,27 @@ which the trainer records the early-end traces (`mjx_walk.learn.audit.EpisodeTra
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 from typing import NamedTuple
 
-import flax.struct
 import jax
 import jax.numpy as jnp
-import mujoco
-import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk.sim import endings
 from mjx_walk.sim import families
+from mjx_walk.sim import ground as ground_lib
 from mjx_walk.sim import observations
 from mjx_walk.sim import rewards
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
+from mjx_walk.sim.endings import ResetReason
+from mjx_walk.sim.env_state import EnvState
+from mjx_walk.sim.env_state import Observation
+from mjx_walk.sim.env_state import StepSignals
+from mjx_walk.sim.env_state import TaskState
 from mjx_walk.sim import _mjx
 from mjx_walk.sim._mjx import mjx
-
-Observation = dict[str, jax.Array]  # {"policy": [O], "critic": [P]}
-
-
-class ResetReason(enum.IntEnum):
-  """Why an episode ended. NONE means it did not end on this step."""
-
-  NONE = 0
-  FALL = 1
-  TIMEOUT = 2
-  JOINT_LIMIT = 3
-  BODY_CONTACT = 4
-  NONFINITE = 5
-
-  @property
-  def label(self) -> str:
-    """The reason's name in ledgers, evaluation records and trace files: "fall", "timeout"."""
-    return self.name.lower()
-
-
-ENDINGS: tuple[ResetReason, ...] = tuple(r for r in ResetReason if r != ResetReason.NONE)
-"""Every reason an episode ends, in code order (code r + 1 is `ENDINGS[r]`)."""
-REASON_NAMES: tuple[str, ...] = tuple(r.label for r in ENDINGS)
-"""The labels of `ENDINGS`: the `reset/<name>` ledger keys and the evaluation's reset counts."""
-TERMINATION_NAMES: tuple[str, ...] = tuple(
-    r.label for r in ENDINGS if r != ResetReason.TIMEOUT)
-"""The endings that are terminations (no bootstrap): every one but the time limit."""
-
-@flax.struct.dataclass
-class TaskState:
-  """Per-env task bookkeeping carried between control steps."""
-
-  command: jax.Array
-  """float32 [3]: (vx m/s, vy m/s, yaw rate rad/s) in the trunk frame."""
-  last_action: jax.Array
-  """float32 [A]: the previous (clipped) policy action."""
-  action_history: jax.Array
-  """float32 [D+1, A]: the latest policy actions, newest first; the actuators get entry
-  `family.action_delay`."""
-  feet_air_time: jax.Array
-  """float32 [F]: seconds each foot has been off the ground."""
-  last_contact: jax.Array
-  """bool [F]: foot contact on the previous step."""
-  step: jax.Array
-  """int32 []: control steps since the episode began."""
-  episode_return: jax.Array
-  """float32 []: reward summed over the episode so far."""
-  foot_xy: jax.Array
-  """float32 [F, 2]: world-frame horizontal position of each foot at the end of the previous
-  step, m; differenced to give the foot's horizontal speed."""
-  gait_phase: jax.Array
-  """float32 []: the trot clock in [0, 1), advanced by gait_hz / control_hz per step; random at
-  reset. Constant 0 without a clock (`env.gait_hz` = 0)."""
-
-
-@flax.struct.dataclass
-class StepSignals:
-  """What the batch audits (`mjx_walk.learn.audit`) read of one control step.
-
-  Measured at the end of the step, before any auto-reset; F is the number of feet, in
-  `LocomotionEnv.foot_names` order. Batched, every field gains the leading env axes ([N] or
-  [T, N]).
-  """
-
-  trunk_height: jax.Array
-  """float32 []: height of the trunk origin above the floor plane z = 0, m."""
-  trunk_tilt: jax.Array
-  """float32 []: angle between the trunk's up axis and the floor normal, degrees (0 level, 180
-  upside down)."""
-  contact: jax.Array
-  """bool [F]: each foot on the ground at the end of the step (the start-of-step value on a
-  non-finite step, so that it reports no contact event)."""
-  last_contact: jax.Array
-  """bool [F]: each foot on the ground at the start of the step (across an auto-reset, the new
-  episode's first state)."""
-  foot_speed: jax.Array
-  """float32 [F]: each foot's mean horizontal speed over the step, m/s (its displacement over
-  the control period; 0 on a non-finite step)."""
-  air_time: jax.Array
-  """float32 [F]: seconds each foot has been in the air, counting this step; meaningful at a
-  touchdown, where it is the length of the swing that ended."""
-  body_contact: jax.Array
-  """bool []: the trunk or a thigh touches the ground (False on a non-finite step)."""
-
 
 class _Feet(NamedTuple):
   """What one step's stages read of the feet at the end of the step. F feet."""
@@ -154,39 +75,24 @@ class _Feet(NamedTuple):
   """float32 [F]: mean horizontal speed over the step, m/s."""
 
 
-@flax.struct.dataclass
-class EnvState:
-  """One env's full state. Batched along a leading axis by `jax.vmap`."""
+class _Measured(NamedTuple):
+  """What the step's stages read of the physics state it ended in, each measured once."""
 
-  data: mjx.Data
-  obs: Observation
-  """Observation the policy acts on next (the new episode's first one after an auto-reset)."""
-  final_obs: Observation
-  """Observation at the end of this step before any auto-reset; equals `obs` when not done."""
-  reward: jax.Array
-  """float32 []: reward of the last step."""
-  terminated: jax.Array
-  """bool []: the last step ended the episode by a failure (no bootstrap)."""
-  truncated: jax.Array
-  """bool []: the last step hit the time limit (bootstrap from `final_obs`)."""
-  reset_reason: jax.Array
-  """int32 []: a `ResetReason`; NONE when the episode continues."""
-  key: jax.Array
-  family: families.FamilyParams
-  """This env's seed-family draw; unchanged by auto-resets."""
-  task: TaskState
-  signals: StepSignals
-  """What the batch audits read of the last step, measured before any auto-reset (all zero and
-  False after `reset`)."""
-  metrics: dict[str, jax.Array]
-  """Logging only, float32 [] each: `reward/<term>` scaled per-step terms,
-  `tracking/lin_vel_error` (m/s, xy) and `tracking/yaw_rate_error` (rad/s) of the last step, and
-  `episode/return`, `episode/length` of the episode that ended on it (0 otherwise). On a
-  heightfield also `terrain/type` and `terrain/level` of the env after the step, and
-  `terrain/promoted`, `terrain/demoted` (1 where the episode that ended moved its env's level)."""
-  terrain: terrain_lib.TerrainState | None = None
-  """The env's ground and curriculum level on a heightfield; None on the plane. An auto-reset
-  moves the level (`terrain.next_level`) and builds the new episode's ground."""
+  readings: observations.Readings
+  """What the robot's sensors read."""
+  lin_vel: jax.Array
+  """float32 [3]: trunk linear velocity, trunk frame, m/s."""
+  ang_vel: jax.Array
+  """float32 [3]: trunk angular velocity, trunk frame, rad/s."""
+  gravity: jax.Array
+  """float32 [3]: the family's gravity direction in the trunk frame."""
+  floor_normal: jax.Array
+  """float32 [3]: the floor's normal in the trunk frame."""
+  trunk_height: jax.Array
+  """float32 []: the trunk origin's height above the ground under it, m."""
+  body_contact: jax.Array
+  """bool []: the trunk or a thigh touches the ground (False on a non-finite step)."""
+  feet: _Feet
 
 
 def tracking_errors(lin_vel: jax.Array, ang_vel: jax.Array, command: jax.Array) -> jax.Array:
@@ -227,7 +133,6 @@ class LocomotionEnv:
     self.model = mjx.put_model(mj_model, device=jax.local_devices()[0], impl="jax")
     self.substeps = config_lib.substeps(config, float(mj_model.opt.timestep))
     self.dt = 1.0 / config.env.control_hz
-    self.episode_steps = round(config.env.episode_seconds * config.env.control_hz)
     self.max_action_delay = int(config.families.action_delay_steps[1])
 
     self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)  # [A]
@@ -236,20 +141,18 @@ class LocomotionEnv:
     self._qvel_adr = jnp.asarray(self.robot.qvel_joint_adr)  # [A]
     self._joint_lower = jnp.asarray(self.robot.joint_lower, jnp.float32)  # [A]
     self._joint_upper = jnp.asarray(self.robot.joint_upper, jnp.float32)  # [A]
-    self._foot_geoms = jnp.asarray(self.robot.foot_geom_ids)  # [F]
-    self._foot_radius = jnp.asarray(mj_model.geom_size[self.robot.foot_geom_ids, 0], jnp.float32)
-    self._body_contact_geoms = jnp.asarray(self.robot.body_contact_geom_ids)  # [K]
-    if self.grid is not None:
-      probes = _body_probes(mj_model, self.robot.body_contact_geom_ids)
-      self._probe_geoms, self._probe_points, self._probe_radius = (jnp.asarray(p) for p in probes)
+    self.ground = ground_lib.Geometry.of(self.robot, self.grid)
+    """The ground checks of this robot on this env's ground (`mjx_walk.sim.ground`)."""
+    self.endings = endings.Rules.of(config.env, self._joint_lower, self._joint_upper)
+    """The termination rules (`mjx_walk.sim.endings`)."""
+    self.episode_steps = self.endings.episode_steps
     self._gait_offsets = jnp.asarray(
         [observations.TROT_OFFSETS[name] for name in self.foot_names], jnp.float32)  # [F]
     self.policy_layout = observations.policy_layout(config.env, self.action_size,
                                                     self.foot_names)
     """The policy observation's blocks (`mjx_walk.sim.observations`)."""
-    self._reward_scales = {
-        name: scale for name, scale in config.reward.scales().items() if scale != 0.0
-    }
+    self.reward_scales = rewards.scales(config.reward)
+    """The non-zero reward scales: the terms each step evaluates and reports."""
 
   # SPECS
 
@@ -317,7 +220,7 @@ class LocomotionEnv:
       field = terrain_lib.heights(self.terrain_config, family.terrain, ground.level)
     env = self.env_config
     data = self._spawn(k_joint, k_vel, family, field)
-    foot_height = self._foot_height(data, field)
+    foot_height = ground_lib.foot_heights(self.ground, field, data.geom_xpos)  # [F]
     step = jnp.zeros((), jnp.int32)
     task = TaskState(
         command=self.command(family, step),
@@ -327,10 +230,10 @@ class LocomotionEnv:
         last_contact=foot_height < env.foot_contact_distance,
         step=step,
         episode_return=jnp.zeros(()),
-        foot_xy=data.geom_xpos[self._foot_geoms, :2],
+        foot_xy=data.geom_xpos[self.ground.foot_geoms, :2],
         gait_phase=jax.random.uniform(k_phase) if env.gait_hz else jnp.zeros(()),
     )
-    obs = self._observe(data, task, family, k_obs, field)
+    obs = self._observe(self.readings(data, family), task, k_obs, foot_height)
     signals, metrics = self._no_step_yet()
     if ground is not None:
       metrics.update(self._terrain_metrics(family, ground, ground, jnp.zeros((), bool)))
@@ -405,69 +308,12 @@ class LocomotionEnv:
     signals = StepSignals(trunk_height=zero, trunk_tilt=zero, contact=no_contact,
                           last_contact=no_contact, foot_speed=per_foot, air_time=per_foot,
                           body_contact=jnp.zeros((), bool))
-    metrics = {f"reward/{name}": zero for name in self._reward_scales}
+    metrics = {f"reward/{name}": zero for name in self.reward_scales}
     metrics.update({name: zero for name in ("tracking/lin_vel_error", "tracking/yaw_rate_error",
                                             "episode/return", "episode/length")})
     return signals, metrics
 
   # OBSERVATIONS
-
-  def _touches_floor(self, data: mjx.Data, geoms: jax.Array) -> jax.Array:
-    """Whether any of `geoms` penetrates the floor, from the last substep's contacts.
-
-    MJX keeps a fixed-size contact list whose geom pairs are filled in by the collision pass,
-    so the pairs of interest are picked out by id on every call (a few dozen comparisons).
-    """
-    contact = data._impl.contact  # pylint: disable=protected-access
-    floor = self.robot.floor_geom_id
-    pair = contact.geom  # [C, 2]
-    mine = ((pair[:, 0] == floor) & jnp.isin(pair[:, 1], geoms)) | (
-        (pair[:, 1] == floor) & jnp.isin(pair[:, 0], geoms))  # [C]
-    return (mine & (contact.dist < 0.0)).any()
-
-  def _body_touches_floor(self, data: mjx.Data, finite: jax.Array,
-                          field: jax.Array | None = None) -> jax.Array:
-    """bool []: the trunk or a thigh touches the floor (never on a non-finite step).
-
-    On a heightfield, where they do not collide, a body geom touches the ground when any of its
-    probe points (`_body_probes`) is within its radius of the surface.
-    """
-    if field is None:
-      return self._touches_floor(data, self._body_contact_geoms) & finite
-    points = self.probe_points(data.geom_xpos, data.geom_xmat)
-    return self.probes_touch_ground(field, points) & finite
-
-  def probe_points(self, geom_xpos: jax.Array, geom_xmat: jax.Array) -> jax.Array:
-    """float32 [P, 3]: the body-contact probe points (`_body_probes`) in the frame of the geom
-    positions [ngeom, 3] and orientations [ngeom, 3, 3] given (heightfield only)."""
-    xpos, xmat = geom_xpos[self._probe_geoms], geom_xmat[self._probe_geoms]
-    return xpos + jnp.einsum("pij,pj->pi", xmat, self._probe_points)
-
-  def probes_touch_ground(self, field: jax.Array, points: jax.Array) -> jax.Array:
-    """bool []: a probe point [P, 3] is within its radius of the heightfield's surface."""
-    return (terrain_lib.clearance(field, self.grid, points, self._probe_radius) < 0.0).any()
-
-  def height_above_ground(self, field: jax.Array, position: jax.Array) -> jax.Array:
-    """float32 []: height of a point [3] above the heightfield's surface under it, m."""
-    return position[2] - terrain_lib.surface(field, self.grid, position[0:2])[0]
-
-  def _trunk_height(self, data: mjx.Data, field: jax.Array | None = None) -> jax.Array:
-    """Height of the trunk origin above the ground under it, m (above z = 0 on the plane)."""
-    if field is None:
-      return data.qpos[2]
-    return self.height_above_ground(field, data.qpos[0:3])
-
-  def _floor_normal(self, data: mjx.Data) -> jax.Array:
-    """The floor normal (world +z) in the trunk frame. [3]"""
-    return observations.rotate_inverse(data.qpos[3:7], jnp.array([0.0, 0.0, 1.0]))
-
-  def _foot_height(self, data: mjx.Data, field: jax.Array | None = None) -> jax.Array:
-    """Lowest point of each foot sphere above the floor plane z = 0, m; on a heightfield, the
-    sphere's distance to the surface's plane under it. [F]"""
-    if field is None:
-      return data.geom_xpos[self._foot_geoms, 2] - self._foot_radius
-    return terrain_lib.clearance(field, self.grid, data.geom_xpos[self._foot_geoms],
-                                 self._foot_radius)
 
   def readings(self, data: mjx.Data, family: families.FamilyParams) -> observations.Readings:
     """What the robot measures in this physics state. The direction of gravity is the
@@ -477,22 +323,16 @@ class LocomotionEnv:
         quat=data.qpos[3:7], lin_vel=data.qvel[0:3], ang_vel=data.qvel[3:6], down=down,
         joint_pos=data.qpos[self._qpos_adr], joint_vel=data.qvel[self._qvel_adr])
 
-  def _trunk_frame(self, data: mjx.Data, family: families.FamilyParams
-                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Trunk linear velocity, angular velocity and gravity direction, all in the trunk frame."""
-    return observations.trunk_frame(self.readings(data, family))
-
-  def _observe(self, data: mjx.Data, task: TaskState, family: families.FamilyParams,
-               key: jax.Array, field: jax.Array | None = None) -> Observation:
-    """Builds the noisy policy observation and the noise-free privileged critic observation."""
+  def _observe(self, readings: observations.Readings, task: TaskState, key: jax.Array,
+               foot_height: jax.Array) -> Observation:
+    """Builds the noisy policy observation and the noise-free privileged critic observation
+    from the sensors' `readings` and each foot's clearance [F]."""
     env = self.env_config
     layout = self.policy_layout
     clean = observations.policy_blocks(
-        layout, self.readings(data, family),
-        observations.TaskInputs(task.command, task.last_action, task.gait_phase),
+        layout, readings, observations.TaskInputs(task.command, task.last_action, task.gait_phase),
         self._default_pose)
     noisy = observations.add_noise(layout, env, clean, key)
-    foot_height = self._foot_height(data, field)  # [F]
     critic = clean + [
         (foot_height < env.foot_contact_distance).astype(jnp.float32),  # F foot contacts
         foot_height,  # F foot heights
@@ -534,18 +374,23 @@ class LocomotionEnv:
     clip = self.env_config.action_clip
     action = jnp.clip(action, -clip, clip)  # [A]
     state = self._wrap(state)
-    data, action_history, finite = self._physics(state, action)
-    reason = self._reset_reason(state, data, finite)
+    field = self.heights(state)  # this episode's ground; None on the plane
+    data, action_history, finite = self._physics(state, action, field)
+    measured = self._measure(state, data, field, finite)
+    feet = measured.feet
+    reason = endings.end_reason(self.endings, measured.trunk_height, measured.floor_normal,
+                                measured.readings.joint_pos, measured.body_contact, finite,
+                                state.task.step)
     truncated = reason == ResetReason.TIMEOUT
     terminated = (reason != ResetReason.NONE) & ~truncated
-    feet = self._feet(state, data)
-    reward, scaled = self._reward(state, data, action, feet, terminated, finite)
+    reward, scaled = rewards.step_reward(
+        self.reward_config, self.dt, self._reward_inputs(state, data, action, measured, terminated),
+        finite)
     task = self._next_task(state, action, action_history, feet, reward)
     ground = state.terrain
     if ground is not None:
-      ground = terrain_lib.track(ground, state.task.command,
-                                 self._trunk_frame(data, state.family)[0], self.dt)
-    obs = self._observe(data, task, state.family, k_obs, self.heights(state))
+      ground = terrain_lib.track(ground, state.task.command, measured.lin_vel, self.dt)
+    obs = self._observe(measured.readings, task, k_obs, feet.height)
     final = EnvState(
         data=data,
         obs=obs,
@@ -557,8 +402,8 @@ class LocomotionEnv:
         key=key,
         family=state.family,
         task=task,
-        signals=self._signals(state, data, feet, finite),
-        metrics=self._metrics(state, data, scaled, task, terminated | truncated, finite),
+        signals=self._signals(state, measured, finite),
+        metrics=self._metrics(state, measured, scaled, task, terminated | truncated, finite),
         terrain=ground,
     )
     return self._auto_reset(final, k_reset), final
@@ -592,13 +437,14 @@ class LocomotionEnv:
     delayed = history[family.action_delay]  # [A] what the actuators receive this step
     return history, self._default_pose + self.robot.spec.action_scale * delayed
 
-  def _physics(self, state: EnvState, action: jax.Array
+  def _physics(self, state: EnvState, action: jax.Array, field: jax.Array | None
                ) -> tuple[mjx.Data, jax.Array, jax.Array]:
     """PHYSICS: the actuator delay, the PD targets, the family's push and `substeps` MJX steps.
 
     Args:
       state: the state the step starts from.
       action: float32 [A], the clipped policy action.
+      field: the env's heightfield this episode (`heights`), None on the plane.
 
     Returns:
       (data, action_history, finite): the physics state at the end of the step; the action
@@ -610,8 +456,8 @@ class LocomotionEnv:
     family = state.family
     history, targets = self.actuate(family, state.task.action_history, action)
     model = families.apply_to_model(self.model, self.robot, family)
-    if state.terrain is not None:
-      model = model.replace(hfield_data=self.heights(state).reshape(-1))
+    if field is not None:
+      model = model.replace(hfield_data=field.reshape(-1))
 
     def physics_step(_, data):
       return _mjx.step(model, data)
@@ -629,56 +475,26 @@ class LocomotionEnv:
     )
     return data, history, finite
 
-  def _reset_reason(self, state: EnvState, data: mjx.Data, finite: jax.Array) -> jax.Array:
-    """TERMINATIONS: why the step ended the episode. int32 [], a `ResetReason` (NONE if not)."""
-    return self.end_reason(trunk_height=self._trunk_height(data, self.heights(state)),
-                           floor_normal=self._floor_normal(data),
-                           joint_pos=data.qpos[self._qpos_adr],
-                           body_contact=self._body_touches_floor(data, finite,
-                                                                 self.heights(state)),
-                           finite=finite,
-                           step=state.task.step)
+  def _measure(self, state: EnvState, data: mjx.Data, field: jax.Array | None,
+               finite: jax.Array) -> _Measured:
+    """MEASURE: what the later stages read of the physics state the step ended in, each once:
+    the sensors, the trunk frame, the ground under the trunk, body contact and the feet."""
+    readings = self.readings(data, state.family)
+    lin_vel, ang_vel, gravity = observations.trunk_frame(readings)
+    return _Measured(
+        readings=readings, lin_vel=lin_vel, ang_vel=ang_vel, gravity=gravity,
+        floor_normal=ground_lib.floor_normal(data.qpos[3:7]),
+        trunk_height=ground_lib.height_above(self.ground, field, data.qpos[0:3]),
+        body_contact=ground_lib.body_contact(self.ground, field, data) & finite,
+        feet=self._feet(state, data, field))
 
-  def end_reason(self, trunk_height: jax.Array, floor_normal: jax.Array, joint_pos: jax.Array,
-                 body_contact: jax.Array, finite: jax.Array, step: jax.Array) -> jax.Array:
-    """The termination rules: why a step ends the episode. int32 [], a `ResetReason`.
-
-    The first matching reason wins, so a diverged state is reported as `nonfinite` even if it
-    also "fell". Height and tilt are measured from the floor, whatever the direction of gravity.
-
-    Args:
-      trunk_height: float32 [], the trunk origin's height above the floor, m.
-      floor_normal: float32 [3], the floor's normal in the trunk frame.
-      joint_pos: float32 [A], the actuated joint angles, rad.
-      body_contact: bool [], the trunk or a thigh touches the floor.
-      finite: bool [], the physics state stayed finite.
-      step: int32 [], control steps taken before this one in the episode.
-    """
-    env = self.env_config
-    fell = (trunk_height < env.fall_height) | (
-        floor_normal[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
-    if not env.terminate_on_body_contact:
-      body_contact = jnp.zeros((), bool)
-    at_limit = jnp.zeros((), bool)
-    if env.terminate_on_joint_limit:
-      margin = env.joint_limit_margin
-      at_limit = ((joint_pos < self._joint_lower + margin) |
-                  (joint_pos > self._joint_upper - margin)).any()
-    timeout = step + 1 >= self.episode_steps
-    return jnp.select(
-        [~finite, fell, body_contact, at_limit, timeout],
-        [ResetReason.NONFINITE, ResetReason.FALL, ResetReason.BODY_CONTACT,
-         ResetReason.JOINT_LIMIT, ResetReason.TIMEOUT],
-        ResetReason.NONE,
-    ).astype(jnp.int32)
-
-  def _feet(self, state: EnvState, data: mjx.Data) -> _Feet:
+  def _feet(self, state: EnvState, data: mjx.Data, field: jax.Array | None) -> _Feet:
     """Each foot's height, contact, air time and mean horizontal speed over the step."""
     env = self.env_config
-    height = self._foot_height(data, self.heights(state))  # [F]
+    height = ground_lib.foot_heights(self.ground, field, data.geom_xpos)  # [F]
     contact = height < env.foot_contact_distance  # [F]
     debounced = contact | state.task.last_contact  # [F] debounces one-step chatter
-    xy = data.geom_xpos[self._foot_geoms, :2]  # [F, 2]
+    xy = data.geom_xpos[self.ground.foot_geoms, :2]  # [F, 2]
     return _Feet(
         height=height,
         contact=contact,
@@ -689,47 +505,19 @@ class LocomotionEnv:
         speed=jnp.linalg.norm(xy - state.task.foot_xy, axis=-1) / self.dt,
     )
 
-  def _reward(self, state: EnvState, data: mjx.Data, action: jax.Array, feet: _Feet,
-              terminated: jax.Array, finite: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """REWARD: the step's reward and its non-zero terms.
-
-    Each term is scaled by its weight and the control period, and is 0 on a non-finite step.
-    The reward is the sum of the shaped terms (clipped at 0 with `reward.only_positive`) plus
-    the termination term.
-
-    Returns:
-      (float32 [] reward, {term name: float32 [] scaled term}).
-    """
-    cfg = self.reward_config
-    command = state.task.command  # [3] the command this step was taken under
-    lin_vel, ang_vel, gravity = self._trunk_frame(data, state.family)
-    joint_pos = data.qpos[self._qpos_adr]  # [A]
-    terms = {
-        "tracking_lin_vel": lambda: rewards.tracking_lin_vel(
-            command, lin_vel, cfg.tracking_sigma),
-        "tracking_ang_vel": lambda: rewards.tracking_ang_vel(
-            command, ang_vel, cfg.tracking_sigma),
-        "lin_vel_z": lambda: rewards.lin_vel_z(lin_vel),
-        "ang_vel_xy": lambda: rewards.ang_vel_xy(ang_vel),
-        "orientation": lambda: rewards.orientation(gravity),
-        "torques": lambda: rewards.torques(data.actuator_force),
-        "action_rate": lambda: rewards.action_rate(action, state.task.last_action),
-        "feet_air_time": lambda: rewards.feet_air_time(
-            feet.air_time, feet.first_contact, command, cfg.air_time_target),
-        "pose": lambda: rewards.pose(joint_pos, self._default_pose),
-        "gait_phase": lambda: rewards.gait_phase(
-            feet.height, state.task.gait_phase, self._gait_offsets, command, cfg.swing_height),
-        "feet_slip": lambda: rewards.feet_slip(feet.speed, feet.contact & state.task.last_contact),
-        "termination": lambda: rewards.termination(terminated),
-    }
-    scaled = {
-        name: scale * self.dt * jnp.where(finite, terms[name](), 0.0)
-        for name, scale in self._reward_scales.items()
-    }
-    shaped = sum((v for k, v in scaled.items() if k != "termination"), jnp.zeros(()))
-    if cfg.only_positive:
-      shaped = jnp.maximum(shaped, 0.0)
-    return shaped + scaled.get("termination", 0.0), scaled
+  def _reward_inputs(self, state: EnvState, data: mjx.Data, action: jax.Array,
+                     measured: _Measured, terminated: jax.Array) -> rewards.StepInputs:
+    """REWARD: what the reward terms (`rewards.step_reward`) read of the step."""
+    feet = measured.feet
+    return rewards.StepInputs(
+        command=state.task.command,  # the command this step was taken under
+        lin_vel=measured.lin_vel, ang_vel=measured.ang_vel, gravity=measured.gravity,
+        actuator_force=data.actuator_force, action=action, last_action=state.task.last_action,
+        joint_pos=measured.readings.joint_pos, default_pose=self._default_pose,
+        air_time=feet.air_time, first_contact=feet.first_contact, foot_height=feet.height,
+        gait_phase=state.task.gait_phase, gait_offsets=self._gait_offsets,
+        foot_speed=feet.speed, stance=feet.contact & state.task.last_contact,
+        terminated=terminated)
 
   def _next_task(self, state: EnvState, action: jax.Array, action_history: jax.Array,
                  feet: _Feet, reward: jax.Array) -> TaskState:
@@ -751,30 +539,29 @@ class LocomotionEnv:
     """The gait clock one control step later: advanced by gait_hz / control_hz, modulo 1."""
     return jnp.mod(phase + self.env_config.gait_hz * self.dt, 1.0)
 
-  def _signals(self, state: EnvState, data: mjx.Data, feet: _Feet,
-               finite: jax.Array) -> StepSignals:
+  def _signals(self, state: EnvState, measured: _Measured, finite: jax.Array) -> StepSignals:
     """SIGNALS: what the batch audits read of the step, at its end and before any auto-reset.
 
     A non-finite step reports no change of foot contact, no foot speed and no body contact.
     """
-    up = self._floor_normal(data)  # [3]
+    up, feet = measured.floor_normal, measured.feet  # [3]
     return StepSignals(
-        trunk_height=self._trunk_height(data, self.heights(state)),
+        trunk_height=measured.trunk_height,
         trunk_tilt=jnp.degrees(jnp.arccos(jnp.clip(up[2], -1.0, 1.0))),
         contact=jnp.where(finite, feet.contact, state.task.last_contact),
         last_contact=state.task.last_contact,
         foot_speed=jnp.where(finite, feet.speed, 0.0),
         air_time=feet.air_time,
-        body_contact=self._body_touches_floor(data, finite, self.heights(state)),
+        body_contact=measured.body_contact,
     )
 
-  def _metrics(self, state: EnvState, data: mjx.Data, scaled: dict[str, jax.Array],
+  def _metrics(self, state: EnvState, measured: _Measured, scaled: dict[str, jax.Array],
                task: TaskState, done: jax.Array, finite: jax.Array) -> dict[str, jax.Array]:
     """The step's logging metrics (`EnvState.metrics`); `task` is the one the step ended in."""
-    lin_vel, ang_vel, _ = self._trunk_frame(data, state.family)
     command = state.task.command  # [3] the command this step was taken under
     metrics = {f"reward/{name}": value for name, value in scaled.items()}
-    tracking_error = jnp.where(finite, tracking_errors(lin_vel, ang_vel, command), 0.0)  # [2]
+    tracking_error = jnp.where(
+        finite, tracking_errors(measured.lin_vel, measured.ang_vel, command), 0.0)  # [2]
     metrics["tracking/lin_vel_error"] = tracking_error[0]
     metrics["tracking/yaw_rate_error"] = tracking_error[1]
     metrics["episode/return"] = jnp.where(done, task.episode_return, 0.0)
@@ -809,29 +596,3 @@ class LocomotionEnv:
         terrain=ground,
         metrics=metrics,
     )
-
-
-def _body_probes(model, geom_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Points checked against a heightfield for body contact: (geom id [P], point in the geom's
-  frame [P, 3], radius [P]). A box gives a 5 x 3 x 2 lattice over its volume's surface planes,
-  a capsule 3 points along its axis and a sphere its centre, with the geom's radius."""
-  geoms, points, radii = [], [], []
-  for g in geom_ids:
-    size, kind = model.geom_size[g], model.geom_type[g]
-    if kind == mujoco.mjtGeom.mjGEOM_BOX:
-      lattice = [(x, y, z) for x in np.linspace(-size[0], size[0], 5)
-                 for y in (-size[1], 0.0, size[1]) for z in (-size[2], size[2])]
-      radius = 0.0
-    elif kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
-      lattice = [(0.0, 0.0, z) for z in (-size[1], 0.0, size[1])]
-      radius = size[0]
-    elif kind == mujoco.mjtGeom.mjGEOM_SPHERE:
-      lattice, radius = [(0.0, 0.0, 0.0)], size[0]
-    else:
-      raise robots.RobotError(
-          f"body-contact geom {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g)!r} is a "
-          f"{mujoco.mjtGeom(kind).name}; on a heightfield they must be boxes, capsules or spheres")
-    geoms += [g] * len(lattice)
-    points += lattice
-    radii += [radius] * len(lattice)
-  return (np.asarray(geoms), np.asarray(points, np.float32), np.asarray(radii, np.float32))

@@ -1,9 +1,10 @@
 """Reward terms for joystick locomotion, each a small pure function of one env's quantities.
 
-Every term returns an unscaled float32 scalar. `mjx_walk.sim.env` evaluates them into a
-`dict[str, Array]` keyed by the names in `RewardConfig`, multiplies each by its scale and the
-control period, and reports every scaled term separately, so that a total built from shaping terms
-cannot hide a policy that stands still.
+Every term returns an unscaled float32 scalar. `step_reward` evaluates the terms of the table
+below that have a non-zero scale in `RewardConfig` from one step's `StepInputs`, multiplies each
+by its scale and the control period, and returns every scaled term beside the total, so that a
+total built from shaping terms cannot hide a policy that stands still. `mjx_walk.sim.env` gathers
+the inputs once per step.
 
 Frames: linear and angular velocities are in the trunk frame; `command` is (vx, vy, yaw_rate) in
 that frame too.
@@ -11,8 +12,12 @@ that frame too.
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import jax
 import jax.numpy as jnp
+
+from mjx_walk import config as config_lib
 
 
 def tracking_lin_vel(command: jax.Array, lin_vel: jax.Array, sigma: float) -> jax.Array:
@@ -117,3 +122,88 @@ def pose(joint_pos: jax.Array, default_pose: jax.Array) -> jax.Array:
 def termination(terminated: jax.Array) -> jax.Array:
   """1 on the step an episode terminates (fall, contact, limit, non-finite), else 0."""
   return terminated.astype(jnp.float32)
+
+
+class StepInputs(NamedTuple):
+  """What the reward terms read of one control step. A actuated joints, F feet."""
+
+  command: jax.Array
+  """float32 [3]: the command the step was taken under."""
+  lin_vel: jax.Array
+  """float32 [3]: trunk linear velocity at the end of the step, trunk frame, m/s."""
+  ang_vel: jax.Array
+  """float32 [3]: trunk angular velocity, trunk frame, rad/s."""
+  gravity: jax.Array
+  """float32 [3]: the direction of gravity in the trunk frame (unit)."""
+  actuator_force: jax.Array
+  """float32 [A]: actuator forces, N·m."""
+  action: jax.Array
+  """float32 [A]: this step's clipped action."""
+  last_action: jax.Array
+  """float32 [A]: the previous step's clipped action."""
+  joint_pos: jax.Array
+  """float32 [A]: joint angles, rad."""
+  default_pose: jax.Array
+  """float32 [A]: the standing pose, rad."""
+  air_time: jax.Array
+  """float32 [F]: seconds each foot has been in the air, counting this step."""
+  first_contact: jax.Array
+  """bool [F]: a debounced touchdown after time in the air."""
+  foot_height: jax.Array
+  """float32 [F]: each foot's clearance above the ground, m."""
+  gait_phase: jax.Array
+  """float32 []: the trot clock at the start of the step, in [0, 1)."""
+  gait_offsets: jax.Array
+  """float32 [F]: each foot's phase offset in the trot."""
+  foot_speed: jax.Array
+  """float32 [F]: mean horizontal speed over the step, m/s."""
+  stance: jax.Array
+  """bool [F]: on the ground at both ends of the step (where a moving foot slips)."""
+  terminated: jax.Array
+  """bool []: the step ended the episode by a failure."""
+
+
+def table(cfg: config_lib.RewardConfig, x: StepInputs) -> dict[str, Callable[[], jax.Array]]:
+  """Every term of `RewardConfig.scales` by name, as a thunk of the step's inputs (a term with
+  scale 0 is never evaluated)."""
+  return {
+      "tracking_lin_vel": lambda: tracking_lin_vel(x.command, x.lin_vel, cfg.tracking_sigma),
+      "tracking_ang_vel": lambda: tracking_ang_vel(x.command, x.ang_vel, cfg.tracking_sigma),
+      "lin_vel_z": lambda: lin_vel_z(x.lin_vel),
+      "ang_vel_xy": lambda: ang_vel_xy(x.ang_vel),
+      "orientation": lambda: orientation(x.gravity),
+      "torques": lambda: torques(x.actuator_force),
+      "action_rate": lambda: action_rate(x.action, x.last_action),
+      "feet_air_time": lambda: feet_air_time(
+          x.air_time, x.first_contact, x.command, cfg.air_time_target),
+      "pose": lambda: pose(x.joint_pos, x.default_pose),
+      "gait_phase": lambda: gait_phase(
+          x.foot_height, x.gait_phase, x.gait_offsets, x.command, cfg.swing_height),
+      "feet_slip": lambda: feet_slip(x.foot_speed, x.stance),
+      "termination": lambda: termination(x.terminated),
+  }
+
+
+def scales(cfg: config_lib.RewardConfig) -> dict[str, float]:
+  """The non-zero term scales, in `RewardConfig` order: the terms a step evaluates."""
+  return {name: scale for name, scale in cfg.scales().items() if scale != 0.0}
+
+
+def step_reward(cfg: config_lib.RewardConfig, dt: float, x: StepInputs, finite: jax.Array
+                ) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """The step's reward and its non-zero terms.
+
+  Each term is scaled by its weight and the control period `dt`, and is 0 on a non-finite step
+  (`finite` False). The reward is the sum of the shaped terms (clipped at 0 with
+  `reward.only_positive`) plus the termination term.
+
+  Returns:
+    (float32 [] reward, {term name: float32 [] scaled term}).
+  """
+  terms = table(cfg, x)
+  scaled = {name: scale * dt * jnp.where(finite, terms[name](), 0.0)
+            for name, scale in scales(cfg).items()}
+  shaped = sum((v for k, v in scaled.items() if k != "termination"), jnp.zeros(()))
+  if cfg.only_positive:
+    shaped = jnp.maximum(shaped, 0.0)
+  return shaped + scaled.get("termination", 0.0), scaled

@@ -1,0 +1,119 @@
+"""Tests for mjx_walk.sim.ground: the ground checks on hand-made poses and contact lists, on the
+plane and on a flat heightfield, against values written out here. The env's own steps on real
+terrain are checked in test_env.py and test_terrain.py, and against C MuJoCo in test_sim2sim.py.
+"""
+
+from absl.testing import absltest
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjx_walk import config as config_lib
+from mjx_walk.sim import ground
+from mjx_walk.sim import robots
+from mjx_walk.sim import terrain
+
+
+def _pose(geometry: ground.Geometry, ngeom: int, foot_z: float) -> np.ndarray:
+  """float32 [ngeom, 3] geom positions: every foot at height `foot_z`, the rest at 1 m."""
+  xpos = np.zeros((ngeom, 3), np.float32)
+  xpos[:, 2] = 1.0
+  xpos[np.asarray(geometry.foot_geoms), 2] = foot_z
+  return xpos
+
+
+class PlaneTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.robot = robots.load("go2")
+    cls.geometry = ground.Geometry.of(cls.robot, None)
+
+  def test_heights_are_above_z_zero(self):
+    self.assertEqual(float(ground.height_above(self.geometry, None, np.array(
+        [3.0, -2.0, 0.31], np.float32))), np.float32(0.31))
+    radius = np.asarray(self.geometry.foot_radius)
+    self.assertTrue(np.all(radius > 0.01))  # the Go2's foot spheres
+    # Each foot's centre 5 cm above its radius: a clearance of 5 cm (its lowest point).
+    xpos = _pose(self.geometry, self.robot.mj_model.ngeom, 0.0)
+    xpos[np.asarray(self.geometry.foot_geoms), 2] = radius + 0.05
+    np.testing.assert_allclose(ground.foot_heights(self.geometry, None, xpos), 0.05, atol=1e-7)
+
+  def test_floor_normal_in_the_trunk_frame(self):
+    # Upright: +z. Rolled 90 degrees about x (quaternion (cos 45, sin 45, 0, 0)): R^T z = +y.
+    np.testing.assert_allclose(ground.floor_normal(np.array([1.0, 0, 0, 0], np.float32)),
+                               [0.0, 0.0, 1.0], atol=1e-7)
+    half = np.sqrt(0.5, dtype=np.float32)
+    np.testing.assert_allclose(ground.floor_normal(np.array([half, half, 0, 0], np.float32)),
+                               [0.0, 1.0, 0.0], atol=1e-6)
+
+  def test_body_contact_from_a_contact_list(self):
+    # Only a body geom (trunk, thigh) penetrating the floor counts, in either order of the pair;
+    # a foot on the floor, a body geom touching another geom, or a gap does not.
+    floor = self.geometry.floor_geom
+    body = int(np.asarray(self.geometry.body_geoms)[0])
+    foot = int(np.asarray(self.geometry.foot_geoms)[0])
+    other = max(floor, body, foot) + 1
+    cases = [
+        ([[floor, body]], [-0.001], True),
+        ([[body, floor]], [-0.001], True),
+        ([[floor, body]], [0.001], False),
+        ([[floor, foot]], [-0.01], False),
+        ([[other, body]], [-0.01], False),
+        ([[floor, foot], [body, floor]], [-0.01, -0.0001], True),
+    ]
+    for pairs, dist, want in cases:
+      pairs, dist = np.array(pairs, np.int32), np.array(dist, np.float32)
+      self.assertIs(bool(ground.touches_floor(self.geometry, pairs, dist, xp=np)), want,
+                    (pairs, dist))
+      self.assertIs(bool(ground.touches_floor(self.geometry, jnp.asarray(pairs),
+                                              jnp.asarray(dist))), want, (pairs, dist))
+
+
+class HeightfieldTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cfg = config_lib.TerrainConfig(ground="heightfield")
+    cls.grid = terrain.Grid.from_config(cfg)
+    cls.robot = robots.load("go2", terrain.heightfield(cfg))
+    cls.geometry = ground.Geometry.of(cls.robot, cls.grid)
+    cls.field = np.full((cls.grid.nodes, cls.grid.nodes), 0.2, np.float32)  # flat, 20 cm up
+
+  def test_heights_are_above_the_surface(self):
+    self.assertAlmostEqual(float(ground.height_above(self.geometry, self.field, np.array(
+        [0.3, -0.7, 0.5], np.float32))), 0.3, places=6)
+    xpos = _pose(self.geometry, self.robot.mj_model.ngeom, 0.2 + 0.05)
+    radius = np.asarray(self.geometry.foot_radius)
+    np.testing.assert_allclose(ground.foot_heights(self.geometry, self.field, xpos),
+                               0.05 - radius, atol=1e-6)
+
+  def test_probe_points_follow_their_geoms(self):
+    # Geoms at rest (identity orientation) at 1 m: each probe point is its lattice point there.
+    ngeom = self.robot.mj_model.ngeom
+    xpos = _pose(self.geometry, ngeom, 1.0)
+    xmat = np.tile(np.eye(3, dtype=np.float32), (ngeom, 1, 1))
+    points = np.asarray(ground.probe_points(self.geometry, xpos, xmat))
+    np.testing.assert_allclose(points, np.asarray(self.geometry.probe_points) + [0.0, 0.0, 1.0],
+                               atol=1e-6)
+    # Turned 180 degrees about z, a point's x and y change sign.
+    turn = np.tile(np.diag([-1.0, -1.0, 1.0]).astype(np.float32), (ngeom, 1, 1))
+    turned = np.asarray(ground.probe_points(self.geometry, xpos, turn))
+    np.testing.assert_allclose(turned[:, :2], -np.asarray(self.geometry.probe_points)[:, :2],
+                               atol=1e-6)
+
+  def test_a_probe_touches_within_its_radius(self):
+    field = jnp.asarray(self.field)
+    touch = jax.jit(lambda points: ground.probes_touch(self.geometry, field, points))
+    radius = np.asarray(self.geometry.probe_radius)
+    for gap, want in ((-0.001, True), (0.001, False)):
+      points = np.zeros((len(radius), 3), np.float32)
+      points[:, 2] = 1.0  # every point far above
+      points[0, 2] = 0.2 + radius[0] + gap  # but the first, `gap` beyond its radius
+      self.assertIs(bool(touch(points)), want, gap)
+
+
+if __name__ == "__main__":
+  absltest.main()
