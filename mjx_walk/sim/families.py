@@ -356,11 +356,8 @@ def eval_seeds(config: config_lib.TrainConfig) -> list[int]:
 
 
 def check_disjoint(train: Sequence[int], evaluation: Sequence[int], what: str = "seeds") -> None:
-  """Refuses a run whose training and evaluation families share a seed (or a terrain seed).
-
-  Raises:
-    LeakageError: naming every shared seed.
-  """
+  """Refuses a run whose training and evaluation families share a seed (or a terrain seed),
+  with a `LeakageError` naming every shared seed."""
   shared = sorted(set(train) & set(evaluation))
   if shared and what != "seeds":
     raise LeakageError(
@@ -481,14 +478,11 @@ class Manifest:
 
 
 def make_manifest(config: config_lib.TrainConfig) -> Manifest:
-  """The run's manifest, a pure function of the config (run seed, panel seed and ranges).
-
-  The config is validated here, first: a run validates once, when its manifest is drawn
-  (`runner.run`, or `trainer.make_trainer` without a manifest).
+  """The run's manifest, a pure function of the config (run seed, panel seed and ranges). The
+  config is validated here, first: a run's one validation (`runner.run`, `trainer.make_trainer`).
 
   Raises:
-    ValueError: a bad config value, naming it.
-    LeakageError: explicit training seeds that are also evaluation seeds.
+    ValueError: a bad config value; `LeakageError`: training seeds that are evaluation seeds.
   """
   config_lib.validate(config)
   train, evaluation = train_seeds(config), eval_seeds(config)
