@@ -39,3 +39,10 @@ def tiny(chunks: int = 2, **changes) -> config_lib.TrainConfig:
   """`chunks` chunks of 2 updates of 8 envs x 6 steps, 4 families, a 5-env panel of 5-step
   episodes and (16, 16) networks; `changes` as in `with_changes`."""
   return with_changes(**{**TINY, "total_env_steps": chunks * 8 * 6 * 2, **changes})
+
+
+def replay(chunks: int = 2, **changes) -> config_lib.TrainConfig:
+  """`tiny` with a panel of two envs per family and half-second episodes (25 steps, so that the
+  pushes land and commands are tracked): the run test_export.py and test_sim2sim.py both train,
+  so that they share its compiled ONNX-parity rollout and panel."""
+  return tiny(chunks, **{"panel__envs_per_family": 2, "panel__episode_seconds": 0.5, **changes})

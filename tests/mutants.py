@@ -49,6 +49,7 @@ ENV_FINAL_OBS = (
 )
 LR_TIMING = ("tests/test_trainer.py::TrainerTest::test_adapted_rate_applies_to_the_minibatch_it_"
              "was_measured_on",)
+RATE_RULE = ("tests/test_trainer.py::TrainerTest::test_the_rate_follows_every_minibatchs_kl",)
 GUARD = ("tests/test_trainer.py::TrainerTest::test_divergence_guard_names_what_went_non_finite",)
 CHECKSUMS = ("tests/test_checkpoint.py::SaveRestoreTest::test_changed_array_data_is_caught_by_"
              "the_checksum_naming_the_leaf",)
@@ -200,6 +201,10 @@ MUTANTS = (
            "  updates, opt_state = optimizer.update(grads, opt_state, params)\n"
            "  if ppo_cfg.desired_kl > 0:\n"
            "    opt_state = ppo.set_learning_rate(opt_state, lr)\n", LR_TIMING),
+    # Each minibatch adapting the initial rate instead of the one the previous minibatch left.
+    Mutant("learning_rate_not_carried", "mjx_walk/learn/trainer.py",
+           "        ppo.get_learning_rate(opt_state), loss_metrics[\"loss/approx_kl\"], ",
+           "        ppo_cfg.learning_rate, loss_metrics[\"loss/approx_kl\"], ", RATE_RULE),
     # Data safety: a divergence guard that never fires, a restore that skips the checksums or
     # the layout check, a run folder taken over, and NaN let through validation.
     Mutant("guard_never_fires", "mjx_walk/learn/trainer.py",

@@ -47,8 +47,9 @@ STEP = 2
 
 
 def tiny_config() -> config_lib.TrainConfig:
-  """The tiny test config (tests/configs.py), one chunk long."""
-  return configs.tiny(chunks=1)
+  """The tiny test config with the C MuJoCo replay's panel (`configs.replay`), one chunk long:
+  the command's rollout is the program test_sim2sim.py's export compiles."""
+  return configs.replay(chunks=1)
 
 
 @functools.cache

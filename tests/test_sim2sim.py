@@ -76,7 +76,7 @@ class FloorRotationTest(parameterized.TestCase):
 
 def _panel_config(**changes):
   # Two envs in each of the five strata's families, so that every condition is present.
-  return configs.tiny(**{"panel__envs_per_family": 2, "panel__episode_seconds": 0.5, **changes})
+  return configs.replay(**changes)
 
 
 class WorldsTest(absltest.TestCase):

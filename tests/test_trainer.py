@@ -1,5 +1,6 @@
 """Tests for mjx_walk.learn.trainer and the mjx_walk.train CLI on a tiny config."""
 
+import functools
 import json
 import pathlib
 
@@ -12,6 +13,7 @@ import numpy as np
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import train as train_lib
+from mjx_walk.learn import networks as networks_lib
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
 from mjx_walk.learn import records as records_lib
@@ -80,6 +82,39 @@ def _expected_family_mixing(key: jax.Array, cfg: config_lib.TrainConfig, num_upd
   return key, np.array(fewest), np.array(effective)
 
 
+def _sgd_pieces() -> tuple[trainer_lib.Trainer, trainer_lib._Parts, networks_lib.ActorCriticParams]:
+  """The tiny trainer (built, nothing compiled), the static pieces its SGD steps close over on one
+  device, and fresh parameters."""
+  trainer = trainer_lib.make_trainer(tiny_config())
+  spec = trainer.env.observation_spec()
+  parts = trainer_lib._Parts(
+      config=trainer.config, env=trainer.env, networks=trainer.networks,
+      optimizer=trainer.optimizer, loss_config=ppo.LossConfig(), observation_spec=spec,
+      env_families=None, num_families=trainer.config.families.num_train_families,
+      axis_name=None, local_envs=trainer.config.num_envs)
+  params = trainer.networks.init(jax.random.key(0), spec["policy"].shape[-1],
+                                 spec["critic"].shape[-1])
+  return trainer, parts, params
+
+
+def _on_policy_batch(trainer: trainer_lib.Trainer, params: networks_lib.ActorCriticParams, *,
+                     size: int, log_prob_shift: np.ndarray | float = 0.0) -> ppo.Batch:
+  """`size` random samples with actions drawn from `params`' policy and their log-probs under
+  it (plus `log_prob_shift`: a behaviour policy that was not this one)."""
+  spec = trainer.env.observation_spec()
+  rng = np.random.default_rng(0)
+  policy_obs = jnp.asarray(rng.normal(size=(size, spec["policy"].shape[-1])), jnp.float32)
+  mean, std = trainer.networks.policy(params, policy_obs)
+  actions = mean + std * jnp.asarray(rng.normal(size=mean.shape), jnp.float32)
+  return ppo.Batch(
+      policy_obs=policy_obs,
+      critic_obs=jnp.asarray(rng.normal(size=(size, spec["critic"].shape[-1])), jnp.float32),
+      actions=actions, log_probs=networks_lib.log_prob(mean, std, actions) + log_prob_shift,
+      values=jnp.asarray(rng.normal(size=size), jnp.float32),
+      advantages=jnp.asarray(rng.normal(size=size), jnp.float32),
+      returns=jnp.asarray(rng.normal(size=size), jnp.float32))
+
+
 def setUpModule():
   runs.warm()  # the tiny config's programs, compiled once for every worker
 
@@ -87,9 +122,9 @@ def setUpModule():
 class TrainerTest(chex.TestCase):
 
   def test_two_chunks(self):
-    # One epoch of two minibatches, so that the learning rate the adaptive rule must give can be
-    # derived from the recorded KLs (see the end of the test).
-    cfg = tiny_config(ppo__num_epochs=1)
+    # The tiny config as it is, so that the chunk is the program every tiny run compiles (the
+    # rate each minibatch's KL must give is derived in `test_the_rate_follows_every_minibatchs_kl`).
+    cfg = tiny_config()
     trainer = trainer_lib.make_trainer(cfg)
     carry = trainer.init(jax.random.key(cfg.seed))
     params_before = jax.device_get(carry.train.params)
@@ -164,19 +199,12 @@ class TrainerTest(chex.TestCase):
     self.assertGreater(log_std.min(), np.log(1e-3))
     self.assertAlmostEqual(float(metrics["policy/std_mean"][-1]), np.exp(log_std).mean(),
                            delta=1e-6)
-    # desired_kl > 0: the adaptive rule runs on every minibatch's KL, inside the jitted chunk.
-    # Catches an adaptation that does not run, runs once per update or per chunk, reads another
-    # KL, or inverts or mis-scales the rule. An update's first minibatch is measured before any
-    # step, so its KL is 0 (behaviour and current policy are the same) and the rate rises; the
-    # update's recorded KL is the mean over its 2 minibatches, so the second one measured
-    # 2 * recorded. Expected rates follow from the rule written out in `_rsl_rl_rate`.
-    lr = lr_before
-    for update, (kl, rate) in enumerate(zip(kls, rates)):
-      lr = _rsl_rl_rate(_rsl_rl_rate(lr, 0.0, cfg.ppo), 2.0 * float(kl), cfg.ppo)
-      self.assertAlmostEqual(float(rate), lr, delta=1e-5 * lr, msg=f"update {update}")
-    self.assertAlmostEqual(float(ppo.get_learning_rate(carry.train.opt_state)), lr,
-                           delta=1e-5 * lr)
-    self.assertNotEqual(lr, lr_before)
+    # desired_kl > 0: the rule ran inside the jitted chunk, and each update records the rate its
+    # last minibatch left (the last one is the optimizer's now). Catches an adaptation that does
+    # not run in the chunk, or a recorded rate read before the update's steps.
+    self.assertAlmostEqual(float(ppo.get_learning_rate(carry.train.opt_state)), float(rates[-1]),
+                           delta=1e-9)
+    self.assertGreater(np.max(np.abs(np.asarray(rates) - lr_before)), 1e-6, rates)
 
   def test_chunk_metrics_keys(self):
     cfg = tiny_config()
@@ -212,23 +240,50 @@ class TrainerTest(chex.TestCase):
       self.assertEqual(shapes[key].shape, shape, key)
 
   def test_adapted_rate_applies_to_the_minibatch_it_was_measured_on(self):
-    # One update of one epoch of one minibatch. Its KL is measured before its step, on-policy,
-    # so it is 0 < desired_kl / 2 and the rule raises the rate from 1e-3 to 1.5e-3 for this
-    # very step. Adam's first step moves each parameter by lr * g / (|g| + eps), so |delta| is
-    # the rate used wherever |g| >> eps: 1.5e-3 here, 1e-3 if the new rate took effect one
-    # minibatch late.
-    cfg = tiny_config(updates_per_chunk=1, ppo__num_epochs=1, ppo__num_minibatches=1,
-                      total_env_steps=48)
-    trainer = trainer_lib.make_trainer(cfg)
-    carry = trainer.init(jax.random.key(0))
-    before = jax.device_get(carry.train.params.actor)
-    carry, metrics = trainer.train_chunk(carry)
-    self.assertEqual(float(metrics["loss/approx_kl"][0]), 0.0)
-    np.testing.assert_allclose(metrics["ppo/learning_rate"], [1.5e-3], rtol=1e-6)
+    # One SGD step of the chunk (`_minibatch_step`, jitted as inside it) on a minibatch whose
+    # behaviour log-probs are the current policy's: its KL is 0 < desired_kl / 2, so the rule
+    # raises the rate from 1e-3 to 1.5e-3 for this very step. Adam's first step moves each
+    # parameter by lr * g / (|g| + eps), so |delta| is the rate used wherever |g| >> eps:
+    # 1.5e-3 here, 1e-3 if the new rate took effect one minibatch late.
+    trainer, parts, params = _sgd_pieces()
+    self.assertEqual(trainer.config.ppo.learning_rate, 1e-3)
+    batch = _on_policy_batch(trainer, params, size=16)
+    (after, opt_state), metrics = jax.jit(functools.partial(trainer_lib._minibatch_step, parts))(
+        (params, trainer.optimizer.init(params)), batch)
+    self.assertEqual(float(metrics["loss/approx_kl"]), 0.0)
+    self.assertAlmostEqual(float(ppo.get_learning_rate(opt_state)), 1.5e-3, delta=1e-9)
     moved = np.concatenate([np.abs(a - b).ravel() for a, b in zip(
-        jax.tree.leaves(jax.device_get(carry.train.params.actor)), jax.tree.leaves(before))])
+        jax.tree.leaves(jax.device_get(after.actor)), jax.tree.leaves(params.actor))])
     self.assertLessEqual(moved.max(), 1.5e-3 * (1 + 1e-4))
     self.assertGreaterEqual(np.quantile(moved, 0.9), 1.5e-3 * (1 - 1e-3))
+
+  def test_the_rate_follows_every_minibatchs_kl(self):
+    # Two epochs of the chunk's `_epoch_step` (jitted), two minibatches each: the first on a
+    # rollout of the current policy (small KLs: the rate grows), the second on one whose
+    # behaviour log-probs are off by N(0, 0.5) (KLs far above 2 * desired_kl: it shrinks). The
+    # rate after each epoch is rsl_rl's rule (`_rsl_rl_rate`) applied to each minibatch's
+    # recorded KL in turn. Catches an adaptation that does not run per minibatch (once per
+    # epoch, update or chunk), reads another KL, or inverts or mis-scales the rule.
+    trainer, parts, params = _sgd_pieces()
+    size = parts.local_batch
+    epoch = jax.jit(functools.partial(trainer_lib._epoch_step, parts))
+    on_policy = _on_policy_batch(trainer, params, size=size)
+    noise = np.random.default_rng(1).normal(0.0, 0.5, size).astype(np.float32)
+    carry = (params, trainer.optimizer.init(params))
+    lr = trainer.config.ppo.learning_rate
+    for k, behaviour_shift in enumerate((None, noise)):
+      batch = on_policy if behaviour_shift is None else _on_policy_batch(
+          trainer, carry[0], size=size, log_prob_shift=behaviour_shift)
+      carry, metrics = epoch(batch, carry, jax.random.key(k))
+      kls = np.asarray(metrics["loss/approx_kl"])
+      chex.assert_shape(kls, (trainer.config.ppo.num_minibatches,))
+      for kl in kls:
+        lr = _rsl_rl_rate(lr, float(kl), trainer.config.ppo)
+      self.assertAlmostEqual(float(ppo.get_learning_rate(carry[1])), lr, delta=1e-6 * lr,
+                             msg=f"epoch {k}, KLs {kls}")
+      if behaviour_shift is not None:
+        self.assertTrue(np.all(kls > 2 * trainer.config.ppo.desired_kl), kls)
+    self.assertLess(lr, trainer.config.ppo.learning_rate * 1.5 ** 2)
 
   def test_divergence_guard_names_what_went_non_finite(self):
     cfg = tiny_config()
