@@ -28,7 +28,7 @@ and `at_s`, the seconds since the command started:
           compilation included, evaluated every --eval_every_minutes and at the end, as
           learn_benchmark.py does: `minutes_to_walk` (the first evaluation whose held-out `flat`
           stratum meets the walking criteria, `walking`), `final` (the last evaluation's
-          per-stratum table), `curve`, `env_steps` and `train_sps` (experiments/walking.py).
+          per-stratum table), `curve`, `env_steps` and `train_sps` (mjx_walk/evaluation/walking.py).
   skip    a stage left out because it would not fit in what is left of the budget, and why.
   error   a stage that raised (its type and message); the other stages still run.
   deadline  printed, with the stage that was running, if the budget runs out anyway; the
@@ -95,12 +95,12 @@ import jax.monitoring
 from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
+from mjx_walk.evaluation import walking
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
 
 import go2_flat_gpu  # experiments/go2_flat_gpu.py, beside this script
 import throughput
-import walking
 
 _NUM_ENVS = flags.DEFINE_string(
     "num_envs", None, "Comma-separated env counts to measure (default 4096,8192,16384,32768; "

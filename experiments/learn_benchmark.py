@@ -44,11 +44,8 @@ from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import train  # its flags: --config, --scale_num_envs
+from mjx_walk.evaluation import walking
 from mjx_walk.run import ledger
-
-# The walking criteria and a run's figures live in experiments/walking.py, beside this script,
-# which defines no flags, so that gpu_check.py and scaling_sweep.py import them too.
-from walking import summarize
 
 # --config (a file, plus --config.<field> overrides), --scale_num_envs and --run_dir are the
 # training CLI's own flags, defined by `mjx_walk.train`.
@@ -75,7 +72,7 @@ def main(argv: list[str]) -> None:
     cli.refuse(str(error))
   run_dir = runner.run(config, cli.RUN_DIR.value, wall_budget_seconds=60 * _BUDGET.value,
                        eval_every_seconds=60 * _EVAL_EVERY.value).run_dir
-  result = summarize(ledger.read_run(run_dir))
+  result = walking.summarize(ledger.read_run(run_dir))
   result.update(budget_minutes=_BUDGET.value, run_dir=str(run_dir), num_envs=config.num_envs)
   print(json.dumps(result))
 

@@ -21,7 +21,7 @@ ONE JSON line:
   changed          {dotted field: [base value, value]} of every field changed for this count
   note             why a count the rule was asked to scale ran naive (below the base); else absent
   minutes_to_walk, env_steps, train_sps, final, curve
-                   `learn_benchmark.summarize` of the run's ledger (`final` is the last
+                   `walking.summarize` of the run's ledger (`final` is the last
                    evaluation's per-stratum table, `curve` the `flat` stratum at each evaluation)
   budget_minutes, run_dir
 
@@ -44,10 +44,11 @@ from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import scaling
 from mjx_walk import runner
+from mjx_walk.evaluation import walking
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 
-# The wall-clock benchmark's flags (--budget_minutes, --eval_every_minutes) and its `summarize`;
+# The wall-clock benchmark's flags (--budget_minutes, --eval_every_minutes) and its setup;
 # it imports `mjx_walk.train`, whose --config is the base config here.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import learn_benchmark  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -91,7 +92,7 @@ def plan(base: config_lib.TrainConfig, counts: list[int], naive: bool
 
 def sweep_line(count: int, rule: str, changed: dict[str, tuple[Any, Any]], note: str | None,
                summary: dict, budget_minutes: float, run_dir: pathlib.Path) -> dict:
-  """The JSON record of one count: what changed and what `learn_benchmark.summarize` found."""
+  """The JSON record of one count: what changed and what `walking.summarize` found."""
   line = {"num_envs": count, "rule": rule,
           "changed": {key: [old, new] for key, (old, new) in changed.items()}}
   if note:
@@ -147,7 +148,7 @@ def main(argv: list[str]) -> None:
       diverged = error.update
     records = ledger.read_run(run_dir)
     line = sweep_line(count, rule, scaling.changes(base, config), note,
-                      learn_benchmark.summarize(records), budget, run_dir)
+                      walking.summarize(records), budget, run_dir)
     if diverged is not None:
       line["diverged_at_update"] = diverged
     print(json.dumps(line), flush=True)

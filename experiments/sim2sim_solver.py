@@ -17,8 +17,8 @@ import json
 from absl import app
 from absl import flags
 
-from mjx_walk.analysis import panel
 from mjx_walk.analysis import sim2sim
+from mjx_walk.evaluation import panel
 from mjx_walk.run import policy as policy_lib
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The run folder.", required=True)

@@ -39,10 +39,10 @@ import jax
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.analysis import panel
 from mjx_walk.analysis import report
-from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos as videos_lib
+from mjx_walk.evaluation import panel
+from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import sharding
 from mjx_walk.learn import trainer as trainer_lib

@@ -332,7 +332,7 @@ MUTANTS = (
            "      report.record_not_rendered(folder.root, update, reason)\n", "",
            ("tests/test_train.py::CommandTest::test_videos_that_could_not_be_rendered_are_said_"
             "missing_in_the_output_and_the_report",)),
-    Mutant("compare_checked_after_write", "mjx_walk/analysis/panel.py",
+    Mutant("compare_checked_after_write", "mjx_walk/evaluation/panel.py",
            "  theirs = _compared_policy(compare, evaluator) if compare else None\n"
            "  record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)\n"
            "  path = run_folder.RunFolder(mine.run_dir).write_eval(record)\n",
@@ -343,7 +343,7 @@ MUTANTS = (
             "corrupted_is_refused_before_anything_is_written",
             "tests/test_evaluate.py::EvaluateCommandTest::test_a_compare_run_that_observes_"
             "another_size_is_refused_before_anything_is_written")),
-    Mutant("compare_observation_unchecked", "mjx_walk/analysis/panel.py",
+    Mutant("compare_observation_unchecked", "mjx_walk/evaluation/panel.py",
            "  if theirs.observation_spec.shape != spec.shape:\n", "  if False:\n",
            ("tests/test_evaluate.py::EvaluateCommandTest::test_a_compare_run_that_observes_"
             "another_size_is_refused_before_anything_is_written",)),
@@ -427,7 +427,7 @@ MUTANTS = (
            FIRST_UPDATE_AUDIT),
     Mutant("std_mean_reads_the_mean", "mjx_walk/learn/trainer.py",
            "traj.policy_obs[0, :1])[1])", "traj.policy_obs[0, :1])[0])", TWO_CHUNKS),
-    Mutant("compare_evaluates_this_run", "mjx_walk/analysis/panel.py",
+    Mutant("compare_evaluates_this_run", "mjx_walk/evaluation/panel.py",
            "theirs = policy_lib.load(compare)", "theirs = policy_lib.load(run_dir, step)",
            EVALUATE_CHECKPOINT),
     # --- Code paths that had no mutant. ---
@@ -574,22 +574,22 @@ MUTANTS = (
     # The panel's success: without the velocity or the yaw-rate threshold, the two thresholds
     # swapped, an error at the threshold counted a success, and a fall that tracked well
     # counted a success.
-    Mutant("success_without_lin_vel_threshold", "mjx_walk/analysis/panel.py",
+    Mutant("success_without_lin_vel_threshold", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n",
            "  success = survived & (\n", PANEL_SUCCESS),
-    Mutant("success_without_yaw_threshold", "mjx_walk/analysis/panel.py",
+    Mutant("success_without_yaw_threshold", "mjx_walk/evaluation/panel.py",
            "      yaw_error < panel.success_yaw_rate_error)\n", "      yaw_error < np.inf)\n",
            PANEL_SUCCESS),
-    Mutant("success_thresholds_swapped", "mjx_walk/analysis/panel.py",
+    Mutant("success_thresholds_swapped", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n"
            "      yaw_error < panel.success_yaw_rate_error)\n",
            "  success = survived & (lin_error < panel.success_yaw_rate_error) & (\n"
            "      yaw_error < panel.success_lin_vel_error)\n", PANEL_SUCCESS),
-    Mutant("success_at_the_threshold", "mjx_walk/analysis/panel.py",
+    Mutant("success_at_the_threshold", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n",
            "  success = survived & (lin_error <= panel.success_lin_vel_error) & (\n",
            PANEL_SUCCESS),
-    Mutant("success_for_a_fall", "mjx_walk/analysis/panel.py",
+    Mutant("success_for_a_fall", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n",
            "  success = (lin_error < panel.success_lin_vel_error) & (\n", PANEL_SUCCESS),
     # The KL that adapts the learning rate measured on this device's share of the minibatch

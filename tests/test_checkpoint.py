@@ -25,7 +25,7 @@ import orbax.checkpoint as ocp
 
 from mjx_walk import config as config_lib
 from mjx_walk import runner
-from mjx_walk.analysis import panel
+from mjx_walk.evaluation import panel
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import trainer as trainer_lib

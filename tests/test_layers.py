@@ -25,13 +25,14 @@ import configs
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "mjx_walk"
 
-LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "analysis": 4, "runner": 5}
+LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "evaluation": 4,
+          "analysis": 5, "runner": 6}
 """Layer of each top-level name of the package; anything else (the commands `train`,
 `evaluate`, `report`, `ledger`, `export`, `sim2sim`, and `cli`, `__init__`) is the top layer."""
 MODULE_LAYERS = ("scaling", "runner")
 """The layers that are one module (a file, not a subpackage): the batch scaling rule and the
 training loop. The config layer holds the `config` package and `scaling.py`."""
-TOP = 6
+TOP = 7
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -89,7 +90,7 @@ class LayeringTest(absltest.TestCase):
     self.assertGreater(_layer("mjx_walk.learn.trainer"), _layer("mjx_walk.sim.env"))
     self.assertGreater(_layer("mjx_walk.analysis.report"), _layer("mjx_walk.run.checkpoint"))
     self.assertGreater(_layer("mjx_walk.train"), _layer("mjx_walk.runner"))
-    self.assertGreater(_layer("mjx_walk.runner"), _layer("mjx_walk.analysis.panel"))
+    self.assertGreater(_layer("mjx_walk.runner"), _layer("mjx_walk.evaluation.panel"))
     self.assertEqual(_imported(PACKAGE / "run" / "policy.py") & {"mjx_walk.learn.trainer"},
                      set())
 
@@ -169,7 +170,7 @@ class LightImportsTest(absltest.TestCase):
     self.assertEqual(loaded["action"], [trainer.env.action_size])
     self.assertIn("mjx_walk.run.policy", loaded["modules"])
     for heavy in ("mjx_walk.learn.trainer", "mjx_walk.learn.audit", "mjx_walk.learn.ppo",
-                  "mjx_walk.analysis.panel"):
+                  "mjx_walk.evaluation.panel"):
       self.assertNotIn(heavy, loaded["modules"])
 
 

@@ -24,6 +24,7 @@ from mjx_walk import config as config_lib
 from mjx_walk import scaling
 from mjx_walk import runner
 from mjx_walk import train as train_lib
+from mjx_walk.evaluation import walking
 from mjx_walk.sim import families
 
 import commands
@@ -278,7 +279,7 @@ class TrainFlagTest(absltest.TestCase):
 
 
 def _ledger_records() -> list[dict]:
-  """A run's ledger records as `learn_benchmark.summarize` reads them: two chunks' updates at
+  """A run's ledger records as `walking.summarize` reads them: two chunks' updates at
   400 and 500 env steps/s (the first is the compile chunk's) and two evaluations, the second
   walking on `flat`."""
   strata = lambda lin: {"flat": {"fall_rate": 0.0, "lin_vel_error": lin, "yaw_rate_error": 0.1},
@@ -320,7 +321,7 @@ class SweepTest(absltest.TestCase):
   def test_one_parseable_json_line_per_count(self):
     base = configs.tiny()
     _, cfg, _ = scaling_sweep.plan(base, [32], naive=False)[0]
-    summary = learn_benchmark.summarize(_ledger_records())
+    summary = walking.summarize(_ledger_records())
     line = scaling_sweep.sweep_line(32, "scaled", scaling.changes(base, cfg), None, summary, 0.4,
                                     pathlib.Path("/tmp/out/32_scaled"))
     text = json.dumps(line)

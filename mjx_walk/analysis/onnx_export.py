@@ -19,7 +19,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from mjx_walk.analysis import panel
+from mjx_walk.evaluation import panel
 from mjx_walk.run import onnx_policy
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder

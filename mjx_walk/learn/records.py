@@ -193,7 +193,7 @@ def update_records(metrics: dict[str, np.ndarray], *, first_update: int, batch_s
 
   Returns:
     K records, each update reduced on its own by `summarize`. The `trace/...` metrics are not
-    recorded here (`analysis.traces.write_early_ends` writes them to files).
+    recorded here (`evaluation.traces.write_early_ends` writes them to files).
   """
   num_updates = len(next(iter(metrics.values())))
   records = []

@@ -1,8 +1,9 @@
 """The walking criteria on the held-out `flat` stratum, the terrain strata's targets, and a
 training run's figures against them read from its ledger.
 
-Imported by `learn_benchmark.py` and `gpu_check.py` (a script's own folder, experiments/, is on
-`sys.path` when it runs). It defines no flags, so both can import it.
+What the wall-clock measurements share (`experiments/learn_benchmark.py`,
+`experiments/scaling_sweep.py` and `experiments/gpu_check.py`): it defines no flags, so every
+script can import it.
 """
 
 from __future__ import annotations
