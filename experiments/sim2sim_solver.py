@@ -17,7 +17,7 @@ import json
 from absl import app
 from absl import flags
 
-from mjx_walk.analysis import sim2sim
+from mjx_walk.deploy import sim2sim
 from mjx_walk.evaluation import panel
 from mjx_walk.run import policy as policy_lib
 

@@ -26,13 +26,13 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "mjx_walk"
 
 LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "evaluation": 4,
-          "analysis": 5, "runner": 6}
+          "deploy": 5, "analysis": 6, "runner": 7}
 """Layer of each top-level name of the package; anything else (the commands `train`,
 `evaluate`, `report`, `ledger`, `export`, `sim2sim`, and `cli`, `__init__`) is the top layer."""
 MODULE_LAYERS = ("scaling", "runner")
 """The layers that are one module (a file, not a subpackage): the batch scaling rule and the
 training loop. The config layer holds the `config` package and `scaling.py`."""
-TOP = 7
+TOP = 8
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -7,7 +7,7 @@
 
 This module owns what a run looks like to a reader: `report.md` holds the recipe, the manifest
 summary, the latest evaluation table, the latest second-simulator table
-(`mjx_walk.analysis.sim2sim`), the plots (`mjx_walk.analysis.plots`), the videos with their
+(`mjx_walk.deploy.sim2sim`), the plots (`mjx_walk.analysis.plots`), the videos with their
 captions (`mjx_walk.analysis.videos`) and the audit flags in plain words
 (`mjx_walk.analysis.flags`). `build` writes the plots and the report from the files in the run
 folder, after the fact; with videos it first renders saved evaluation traces
