@@ -34,8 +34,8 @@ from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import scaling
-from mjx_walk.learn import sharding
 from mjx_walk.run import checkpoint
+from mjx_walk.run import processes
 
 
 def _config_file(path: str) -> config_lib.TrainConfig:
@@ -122,7 +122,7 @@ def _start_processes() -> None:
       cli.refuse(f"--coordinator_address={address!r}: give host:port of process 0, e.g. "
                  "10.0.0.1:1234")
   try:
-    sharding.start_processes(address, count, index)
+    processes.start_processes(address, count, index)
   except (ValueError, RuntimeError) as error:
     cli.refuse(f"could not join the multi-process run: {error}")
 
