@@ -35,10 +35,9 @@ from absl import flags
 import jax
 
 from mjx_walk import config as config_lib
+from mjx_walk.learn import throughput
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.sim._mjx import mjx
-
-import throughput  # experiments/throughput.py, beside this script
 
 _NUM_ENVS = flags.DEFINE_integer("num_envs", 1024, "Parallel envs.")
 _UNROLL = flags.DEFINE_integer("unroll_length", 24, "Control steps per rollout.")

@@ -96,11 +96,11 @@ from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk.evaluation import walking
+from mjx_walk.learn import throughput
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
 
 import go2_flat_gpu  # experiments/go2_flat_gpu.py, beside this script
-import throughput
 
 _NUM_ENVS = flags.DEFINE_string(
     "num_envs", None, "Comma-separated env counts to measure (default 4096,8192,16384,32768; "
