@@ -427,7 +427,8 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None = Non
       that finishes past this many wall-clock seconds, counted from the start of the run
       (compilation and evaluations included). None: run all `config.num_chunks` chunks.
     eval_every_seconds: also evaluate whenever this many wall-clock seconds have passed since
-      the last evaluation (for curves against wall-clock, as `experiments/learn_benchmark.py`).
+      the last evaluation (for curves against wall-clock, as
+      `experiments/measurements/learn_benchmark.py`).
     devices: the mesh to train on; every device of every process when omitted.
 
   Returns:

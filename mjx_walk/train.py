@@ -1,7 +1,7 @@
 """The training command: flags in, `runner.run` out.
 
   python -m mjx_walk.train                                   # embedded CPU default
-  python -m mjx_walk.train --config=experiments/go2_flat.py --config.num_envs=1024
+  python -m mjx_walk.train --config=experiments/recipes/go2_flat.py --config.num_envs=1024
   python -m mjx_walk.train --config.total_env_steps=2000000 --run_dir=runs/short
   python -m mjx_walk.train --resume=runs/short --config.total_env_steps=4000000
 
@@ -129,7 +129,7 @@ def _start_processes() -> None:
 
 def apply_scale_flag(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
   """`config` scaled to --scale_num_envs by `scaling.scale`, printing each field it changed;
-  `config` itself without the flag. Shared with experiments/learn_benchmark.py.
+  `config` itself without the flag. Shared with experiments/measurements/learn_benchmark.py.
 
   Raises:
     ValueError: a target the rule refuses, or an invalid `config`; nothing is written.

@@ -131,7 +131,8 @@ class LightImportsTest(absltest.TestCase):
     loaded = _run_python(f"""
         import json, sys
         from mjx_walk import config
-        cfg = config.validate(config.load_file({str(REPO / "experiments" / "go2_flat.py")!r}))
+        recipe = {str(REPO / "experiments" / "recipes" / "go2_flat.py")!r}
+        cfg = config.validate(config.load_file(recipe))
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "mujoco")))
         """)
     self.assertEqual(loaded, [])

@@ -565,7 +565,7 @@ class TrainCliTest(absltest.TestCase):
     self.assertIn("return        -  len      -", runner.format_progress(1, 2, 3.0, empty))
 
   def test_cli_rejects_bad_override_before_compiling(self):
-    ran = commands.run_main(train_lib.main, f"--config={REPO / 'experiments/go2_flat.py'}",
+    ran = commands.run_main(train_lib.main, f"--config={REPO / 'experiments/recipes/go2_flat.py'}",
                             "--config.num_envs=1001", "--run_dir=/nonexistent/never")
     self.assertEqual(ran.status, 2)
     self.assertEqual(ran.err, "error: config.num_envs=1001 is invalid: it must be divisible by "

@@ -1,7 +1,7 @@
 """The benchmark timers: the compiled training chunk with XLA's memory estimate, the env's
 physics-only rollout, and timing one call.
 
-What the throughput measurements share (`experiments/bench_throughput.py` and
+What the throughput measurements share (`experiments/measurements/bench_throughput.py` and
 `experiments/gpu_check.py`); it defines no flags and touches no file.
 """
 

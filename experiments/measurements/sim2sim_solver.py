@@ -1,7 +1,8 @@
 """How the second-simulator gap depends on C MuJoCo's constraint solver: one checkpoint's
 held-out panel replayed in C MuJoCo (float64) at several Newton iteration caps, beside MJX.
 
-  python experiments/sim2sim_solver.py --run_dir=runs/<run> [--step=N] [--iterations=1,2,4,100]
+  python experiments/measurements/sim2sim_solver.py --run_dir=runs/<run> [--step=N] \
+      [--iterations=1,2,4,100]
 
 Every replay starts from the same states with the same policy (JAX, in the loop) and differs
 from the others only in `opt.iterations` (line search 50 steps, tolerance 1e-10 above one
