@@ -96,6 +96,7 @@ from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk.evaluation import walking
+from mjx_walk.learn import guard
 from mjx_walk.learn import throughput
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
@@ -500,7 +501,7 @@ def bench(config: config_lib.TrainConfig, repeats: int) -> tuple[dict[str, Any],
     carry, metrics = chunk.compiled(carry)  # donates the carry, whose env the next round uses
     jax.block_until_ready(metrics)
     times["train"].append(time.perf_counter() - round_start)
-    divergence = trainer_lib.first_divergence(jax.device_get(
+    divergence = guard.first_divergence(jax.device_get(
         {"guard/nonfinite": metrics["guard/nonfinite"]}))
     if divergence is not None:
       nonfinite.update(divergence[1])

@@ -43,6 +43,7 @@ from mjx_walk.analysis import report
 from mjx_walk.analysis import videos as videos_lib
 from mjx_walk.evaluation import panel
 from mjx_walk.evaluation import traces as trace_files
+from mjx_walk.learn import guard
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import sharding
 from mjx_walk.learn import trainer as trainer_lib
@@ -321,7 +322,7 @@ def _record_chunk(metrics: dict, config: config_lib.TrainConfig, folder: run_fol
   records = records_lib.update_records(
       metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
       wall_seconds=wall_seconds, device_memory=records_lib.current_device_memory())
-  divergence = trainer_lib.first_divergence(metrics)
+  divergence = guard.first_divergence(metrics)
   if divergence is not None:
     k, quantities = divergence
     for record in records[:k + 1]:

@@ -202,7 +202,7 @@ MUTANTS = (
            "    opt_state = ppo.set_learning_rate(opt_state, lr)\n", LR_TIMING),
     # Data safety: a divergence guard that never fires, a restore that skips the checksums or
     # the layout check, a run folder taken over, and NaN let through validation.
-    Mutant("guard_never_fires", "mjx_walk/learn/trainer.py",
+    Mutant("guard_never_fires", "mjx_walk/learn/guard.py",
            "  return jnp.stack([~_all_finite(watched[name]) for name in GUARDED])",
            "  return jnp.zeros((len(GUARDED),), bool)", GUARD),
     Mutant("checksums_skipped", "mjx_walk/run/checkpoint.py",
