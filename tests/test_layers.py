@@ -27,8 +27,11 @@ PACKAGE = REPO / "mjx_walk"
 
 LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "evaluation": 4,
           "deploy": 5, "analysis": 6, "runner": 7}
-"""Layer of each top-level name of the package; anything else (the commands `train`,
-`evaluate`, `report`, `ledger`, `export`, `sim2sim`, and `cli`, `__init__`) is the top layer."""
+"""Layer of each top-level name of the package (docs/architecture.md says what each owns);
+anything else (the commands `train`, `evaluate`, `report`, `ledger`, `export`, `sim2sim`, and
+`cli`, `__init__`) is the top layer. The held-out evaluation sits below both what leaves JAX
+(`deploy`: ONNX and the C MuJoCo replay) and the run's pictures (`analysis`), which import
+nothing of each other."""
 MODULE_LAYERS = ("scaling", "runner")
 """The layers that are one module (a file, not a subpackage): the batch scaling rule and the
 training loop. The config layer holds the `config` package and `scaling.py`."""
@@ -91,6 +94,8 @@ class LayeringTest(absltest.TestCase):
     self.assertGreater(_layer("mjx_walk.analysis.report"), _layer("mjx_walk.run.checkpoint"))
     self.assertGreater(_layer("mjx_walk.train"), _layer("mjx_walk.runner"))
     self.assertGreater(_layer("mjx_walk.runner"), _layer("mjx_walk.evaluation.panel"))
+    self.assertGreater(_layer("mjx_walk.deploy.sim2sim"), _layer("mjx_walk.evaluation.panel"))
+    self.assertGreater(_layer("mjx_walk.evaluation.traces"), _layer("mjx_walk.run.provenance"))
     self.assertEqual(_imported(PACKAGE / "run" / "policy.py") & {"mjx_walk.learn.trainer"},
                      set())
 
