@@ -26,9 +26,10 @@ and `at_s`, the seconds since the command started:
   train   `experiments/recipes/go2_flat_gpu.py` trained by `mjx_walk.runner.run` (the training
           loop: ledger, checkpoints, held-out panel) for at most --train_minutes of wall-clock,
           compilation included, evaluated every --eval_every_minutes and at the end, as
-          measurements/learn_benchmark.py does: `minutes_to_walk` (the first evaluation whose held-out `flat`
-          stratum meets the walking criteria, `walking`), `final` (the last evaluation's
-          per-stratum table), `curve`, `env_steps` and `train_sps` (mjx_walk/evaluation/walking.py).
+          measurements/learn_benchmark.py does: `minutes_to_walk` (the first evaluation whose
+          held-out `flat` stratum meets the walking criteria, `walking`), `final` (the last
+          evaluation's per-stratum table), `curve`, `env_steps` and `train_sps`
+          (mjx_walk/evaluation/walking.py).
   skip    a stage left out because it would not fit in what is left of the budget, and why.
   error   a stage that raised (its type and message); the other stages still run.
   deadline  printed, with the stage that was running, if the budget runs out anyway; the

@@ -3,8 +3,8 @@ run's figures against them read from its ledger, and the config of a run judged 
 clock.
 
 What the wall-clock measurements share (`experiments/measurements/learn_benchmark.py`,
-`experiments/measurements/scaling_sweep.py` and `experiments/gpu_check.py`): it defines no flags, so every
-script can import it.
+`experiments/measurements/scaling_sweep.py` and `experiments/gpu_check.py`): it defines no flags,
+so every script can import it.
 """
 
 from __future__ import annotations
