@@ -1,6 +1,6 @@
 """Learning curves of several runs on one figure, from their ledgers: how a recipe choice was made.
 
-  python experiments/compare_runs.py --out=experiments/figures/recipe.png \
+  python experiments/compare_runs.py --out=experiments/measurements/figures/recipe.png \
       baseline=runs/audit_10min linvel=runs/exp_linvel recipe=runs/exp_combo
 
 Draws, against env steps and against wall-clock minutes, the training batch's xy-velocity

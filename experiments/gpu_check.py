@@ -23,12 +23,13 @@ and `at_s`, the seconds since the command started:
           reports none, as on the CPU); `nonfinite`, the guarded quantities that went NaN or
           inf in the timed chunks; `compile_cache_hits`, programs read from the persistent
           compilation cache instead of compiled; `predicted_s` and `seconds`.
-  train   `experiments/go2_flat_gpu.py` trained by `mjx_walk.runner.run` (the training
+  train   `experiments/recipes/go2_flat_gpu.py` trained by `mjx_walk.runner.run` (the training
           loop: ledger, checkpoints, held-out panel) for at most --train_minutes of wall-clock,
           compilation included, evaluated every --eval_every_minutes and at the end, as
-          learn_benchmark.py does: `minutes_to_walk` (the first evaluation whose held-out `flat`
-          stratum meets the walking criteria, `walking`), `final` (the last evaluation's
-          per-stratum table), `curve`, `env_steps` and `train_sps` (experiments/walking.py).
+          measurements/learn_benchmark.py does: `minutes_to_walk` (the first evaluation whose
+          held-out `flat` stratum meets the walking criteria, `walking`), `final` (the last
+          evaluation's per-stratum table), `curve`, `env_steps` and `train_sps`
+          (mjx_walk/evaluation/walking.py).
   skip    a stage left out because it would not fit in what is left of the budget, and why.
   error   a stage that raised (its type and message); the other stages still run.
   deadline  printed, with the stage that was running, if the budget runs out anyway; the
@@ -95,12 +96,11 @@ import jax.monitoring
 from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
+from mjx_walk.evaluation import walking
+from mjx_walk.learn import guard
+from mjx_walk.learn import throughput
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
-
-import go2_flat_gpu  # experiments/go2_flat_gpu.py, beside this script
-import throughput
-import walking
 
 _NUM_ENVS = flags.DEFINE_string(
     "num_envs", None, "Comma-separated env counts to measure (default 4096,8192,16384,32768; "
@@ -127,8 +127,9 @@ _OUT_DIR = flags.DEFINE_string(
 _TINY = flags.DEFINE_bool(
     "tiny", False, "The same steps, sized for the CPU: for tests and smoke checks.")
 
-CONFIG_FILE = "experiments/go2_flat_gpu.py"
-"""The recipe trained and measured (`go2_flat_gpu.get_config()`)."""
+REPO = pathlib.Path(__file__).resolve().parent.parent
+CONFIG_FILE = "experiments/recipes/go2_flat_gpu.py"
+"""The recipe trained and measured (its `get_config()`), under the repository's root."""
 RUN_DIR = "work/runs/go2_flat_gpu"
 """The training run's folder, under --out_dir."""
 CACHE_DIR = "work/cache/jax"
@@ -345,8 +346,9 @@ class Predictor:
 
 
 def _config(mode: Mode) -> config_lib.TrainConfig:
-  """The recipe, shrunk by the mode, set up for a wall-clock run as learn_benchmark.py does."""
-  config = go2_flat_gpu.get_config()
+  """The recipe, shrunk by the mode, set up for a wall-clock run as `walking.for_wall_clock`
+  does."""
+  config = config_lib.load_file(str(REPO / CONFIG_FILE))
   for field, value in mode.shrink.items():
     config_lib.set_field(config, field, value)
   config.panel.every_chunks = 0  # evaluations follow the wall clock instead
@@ -500,7 +502,7 @@ def bench(config: config_lib.TrainConfig, repeats: int) -> tuple[dict[str, Any],
     carry, metrics = chunk.compiled(carry)  # donates the carry, whose env the next round uses
     jax.block_until_ready(metrics)
     times["train"].append(time.perf_counter() - round_start)
-    divergence = trainer_lib.first_divergence(jax.device_get(
+    divergence = guard.first_divergence(jax.device_get(
         {"guard/nonfinite": metrics["guard/nonfinite"]}))
     if divergence is not None:
       nonfinite.update(divergence[1])

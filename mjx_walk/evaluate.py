@@ -17,7 +17,7 @@ from absl import app
 from absl import flags
 
 from mjx_walk import cli
-from mjx_walk.analysis import panel
+from mjx_walk.evaluation import panel
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 

@@ -4,7 +4,7 @@ the JAX policy.
   python -m mjx_walk.export --run_dir=runs/<run> [--step=N]
 
 Writes `export/<step>/policy.onnx` into the run folder (the model and its metadata:
-`mjx_walk.run.onnx_policy`) and `export/<step>/parity.json`. Before writing, it runs a short MJX
+`mjx_walk.deploy.onnx_policy`) and `export/<step>/parity.json`. Before writing, it runs a short MJX
 rollout of the run's held-out panel env driven by the policy, feeds its observations to the
 model in onnxruntime at batch sizes 1, 2 and 7, and compares both outputs with the JAX policy's
 clipped action and the targets computed from it; it prints the largest absolute differences.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from absl import app
 
 from mjx_walk import cli
-from mjx_walk.analysis import onnx_export
+from mjx_walk.deploy import onnx_export
 from mjx_walk.run import checkpoint
 from mjx_walk.run import policy as policy_lib
 

@@ -39,16 +39,19 @@ import jax
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.analysis import panel
 from mjx_walk.analysis import report
-from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos as videos_lib
+from mjx_walk.evaluation import panel
+from mjx_walk.evaluation import traces as trace_files
+from mjx_walk.learn import guard
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import sharding
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
+from mjx_walk.run import processes
+from mjx_walk.run import provenance
 from mjx_walk.run import run_folder
 from mjx_walk.sim import families
 from mjx_walk.sim import robots
@@ -176,9 +179,9 @@ def _resume(folder: run_folder.RunFolder, config: config_lib.TrainConfig,
   """
   abstract = jax.eval_shape(trainer.init, jax.random.key(config.seed))
   restored = checkpoint.restore(folder.root, abstract, config, manifest,
-                                log=_say if sharding.is_primary() else _quiet)
-  sharding.barrier("restored")  # every process has read the checkpoint before it is tidied
-  if sharding.is_primary():
+                                log=_say if processes.is_primary() else _quiet)
+  processes.barrier("restored")  # every process has read the checkpoint before it is tidied
+  if processes.is_primary():
     if folder.read_config() != config:
       folder.write_config(config)  # the resumable fields this command changed
     for path in checkpoint.set_aside_newer(folder.root, restored.step):
@@ -188,7 +191,7 @@ def _resume(folder: run_folder.RunFolder, config: config_lib.TrainConfig,
     if dropped:
       _say(f"the ledger had {dropped} records past update {restored.step} (written after the "
            f"last checkpoint); moved them to {folder.dropped_ledger_path}")
-  sharding.barrier("tidied")
+  processes.barrier("tidied")
   _say(f"resumed from update {restored.step} ({restored.progress['env_steps']:,} env steps) at "
        f"{restored.path}")
   saved_on = restored.progress.get("devices", 1), restored.progress.get("processes", 1)
@@ -294,14 +297,14 @@ def _open_run(config: config_lib.TrainConfig, manifest: families.Manifest,
   elif run_dir is not None:
     run_folder.RunFolder(pathlib.Path(run_dir)).refuse_existing()
   trainer = trainer_lib.make_trainer(config, manifest=manifest, devices=devices)
-  sharding.barrier("checked")  # no process creates the folder before every one has checked it
+  processes.barrier("checked")  # no process creates the folder before every one has checked it
   if resume:
     carry, seconds_before = _resume(folder, config, manifest, trainer)
   else:
-    if sharding.is_primary():
+    if processes.is_primary():
       folder = run_folder.RunFolder.create(run_dir, config, manifest)
-    sharding.barrier("created")
-    if not sharding.is_primary():
+    processes.barrier("created")
+    if not processes.is_primary():
       folder = run_folder.RunFolder.open(run_dir)
     carry, seconds_before = trainer.init(jax.random.key(config.seed)), 0.0
   return folder, trainer, carry, seconds_before
@@ -319,14 +322,14 @@ def _record_chunk(metrics: dict, config: config_lib.TrainConfig, folder: run_fol
   records = records_lib.update_records(
       metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
       wall_seconds=wall_seconds, device_memory=records_lib.current_device_memory())
-  divergence = trainer_lib.first_divergence(metrics)
+  divergence = guard.first_divergence(metrics)
   if divergence is not None:
     k, quantities = divergence
     for record in records[:k + 1]:
       log.write(record)
     saver.close()
     raise _diverged(folder, log, first_update + k + 1, quantities)
-  if sharding.is_primary():
+  if processes.is_primary():
     trace_files.write_early_ends(folder.root, metrics, first_update, config.audit.max_traces)
   for record in records:
     log.write(record)
@@ -346,7 +349,7 @@ def _save(saver: checkpoint.Checkpointer, carry: trainer_lib.Carry, run_start: f
   start = time.perf_counter()
   path = saver.save(carry, wall_seconds=time.perf_counter() - run_start, evaluation=evaluation,
                     score=score, devices=devices.count, processes=devices.processes)
-  if sharding.is_primary():
+  if processes.is_primary():
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     _say(f"checkpoint {path} ({size / 1e6:.1f} MB, saved in "
          f"{time.perf_counter() - start:.2f} s)")
@@ -371,17 +374,17 @@ class _Discard:
 def _agreed(due: Due, stop_requested: bool) -> tuple[Due, bool]:
   """Process 0's decision after a chunk, on every process: what is due (it follows process 0's
   clock) and whether a stop was asked for (on any process). On one process, the arguments."""
-  stop_anywhere = sharding.any_process(stop_requested)
+  stop_anywhere = processes.any_process(stop_requested)
   if stop_anywhere and not due.last:
     due = Due(save=True)  # as `Schedule.after_chunk` answers a stop
-  decided = sharding.agree(np.asarray(dataclasses.astuple(due), np.int32))
+  decided = processes.agree(np.asarray(dataclasses.astuple(due), np.int32))
   return Due(*(bool(x) for x in decided)), stop_anywhere
 
 
 def _agreed_score(evaluation: dict | None) -> float | None:
   """Process 0's held-out score (it alone evaluates), on every process, to rank a checkpoint."""
   score = np.nan if evaluation is None else checkpoint.held_out_score(evaluation)
-  score = float(sharding.agree(np.asarray(score, np.float64)))
+  score = float(processes.agree(np.asarray(score, np.float64)))
   return None if np.isnan(score) else score
 
 
@@ -425,7 +428,8 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None = Non
       that finishes past this many wall-clock seconds, counted from the start of the run
       (compilation and evaluations included). None: run all `config.num_chunks` chunks.
     eval_every_seconds: also evaluate whenever this many wall-clock seconds have passed since
-      the last evaluation (for curves against wall-clock, as `experiments/learn_benchmark.py`).
+      the last evaluation (for curves against wall-clock, as
+      `experiments/measurements/learn_benchmark.py`).
     devices: the mesh to train on; every device of every process when omitted.
 
   Returns:
@@ -438,11 +442,11 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None = Non
     Diverged: an update went non-finite; nothing of it was saved.
   """
   devices = devices or sharding.make()
-  primary = sharding.is_primary()
+  primary = processes.is_primary()
   say = _say if primary else _quiet
   manifest = _check_before_writing(config, devices, run_dir)
   folder, trainer, carry, seconds_before = _open_run(config, manifest, devices, run_dir, resume)
-  recipe = records_lib.recipe(config, manifest, devices)
+  recipe = provenance.recipe(config, manifest, devices)
   say(f"run folder: {folder.root}")
   say(ledger.format_recipe(recipe))
 

@@ -58,9 +58,9 @@ def scale(config: config_lib.TrainConfig, num_envs: int) -> config_lib.TrainConf
     in the default's 30-minute run (runs/default30, 512 envs, 1,200 updates) the rate ended its
     first update at 2.25e-3 and then stayed far below both (median 1.7e-4, 90th percentile
     3.1e-4, against the initial 1e-3 and the ceiling 1e-2). Scaling both keeps the ceiling's
-    margin as the batch grows; experiments/scaling_sweep.py measures where the equilibrium
-    goes. Both scale by the same factor, so the initial rate stays within [floor, ceiling] as
-    `config.validate` requires.
+    margin as the batch grows; experiments/measurements/scaling_sweep.py measures where the
+    equilibrium goes. Both scale by the same factor, so the initial rate stays within [floor,
+    ceiling] as `config.validate` requires.
   - **x k: `families.num_train_families`**, so envs per family stay constant (4 in the
     default). Envs of one family are near-duplicates (one seed fixes the spawn pose, command
     schedule and every randomized draw), so a batch's diversity is its number of families;

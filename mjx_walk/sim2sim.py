@@ -10,7 +10,7 @@ The policy runs in the loop through its ONNX export (`--policy=onnx`, the defaul
 `--solver=mjx` keeps the robot file's MJX solver settings instead, to tell a gap the solver makes
 from one that precision, contacts or the inclined floor make. The MJX evaluation of the same
 checkpoint runs first. The record goes to `sim2sim/<step>.json` and the run's ledger, and the
-report shows the latest one. `mjx_walk.analysis.sim2sim` says what is the same and what differs.
+report shows the latest one. `mjx_walk.deploy.sim2sim` says what is the same and what differs.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from absl import app
 from absl import flags
 
 from mjx_walk import cli
-from mjx_walk.analysis import onnx_export
-from mjx_walk.analysis import sim2sim
+from mjx_walk.deploy import onnx_export
+from mjx_walk.deploy import onnx_policy
+from mjx_walk.deploy import sim2sim
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
-from mjx_walk.run import onnx_policy
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 

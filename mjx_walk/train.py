@@ -1,7 +1,7 @@
 """The training command: flags in, `runner.run` out.
 
   python -m mjx_walk.train                                   # embedded CPU default
-  python -m mjx_walk.train --config=experiments/go2_flat.py --config.num_envs=1024
+  python -m mjx_walk.train --config=experiments/recipes/go2_flat.py --config.num_envs=1024
   python -m mjx_walk.train --config.total_env_steps=2000000 --run_dir=runs/short
   python -m mjx_walk.train --resume=runs/short --config.total_env_steps=4000000
 
@@ -34,8 +34,8 @@ from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import scaling
-from mjx_walk.learn import sharding
 from mjx_walk.run import checkpoint
+from mjx_walk.run import processes
 
 
 def _config_file(path: str) -> config_lib.TrainConfig:
@@ -122,14 +122,14 @@ def _start_processes() -> None:
       cli.refuse(f"--coordinator_address={address!r}: give host:port of process 0, e.g. "
                  "10.0.0.1:1234")
   try:
-    sharding.start_processes(address, count, index)
+    processes.start_processes(address, count, index)
   except (ValueError, RuntimeError) as error:
     cli.refuse(f"could not join the multi-process run: {error}")
 
 
 def apply_scale_flag(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
   """`config` scaled to --scale_num_envs by `scaling.scale`, printing each field it changed;
-  `config` itself without the flag. Shared with experiments/learn_benchmark.py.
+  `config` itself without the flag. Shared with experiments/measurements/learn_benchmark.py.
 
   Raises:
     ValueError: a target the rule refuses, or an invalid `config`; nothing is written.

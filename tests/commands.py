@@ -6,6 +6,7 @@ prints `FATAL Flags parsing error` and exits 1), calls `main` with what is left,
 exit status with everything printed to stdout and stderr. Every flag, the training config's value
 included, is restored afterwards, so one test's arguments never leak into the next.
 `folder_digest` fingerprints a run folder, to show that a refused command changed nothing.
+`load_script` imports a script of experiments/ from its file (no script folder is on sys.path).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib.util
 import io
 import pathlib
 import sys
+import types
 from typing import Callable
 from unittest import mock
 
@@ -65,3 +68,13 @@ def folder_digest(root: pathlib.Path) -> dict[str, str]:
   """{relative path: sha256} of every file under `root`."""
   return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
           for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def load_script(path: pathlib.Path) -> types.ModuleType:
+  """The script at `path` as a module named after its file, as `python <path>` would run it but
+  without running `main`: its flags are defined in this process."""
+  spec = importlib.util.spec_from_file_location(path.stem, path)
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[path.stem] = module  # what its dataclasses and absl's flag registry look up
+  spec.loader.exec_module(module)
+  return module

@@ -207,7 +207,7 @@ MUTANTS = (
            "        ppo_cfg.learning_rate, loss_metrics[\"loss/approx_kl\"], ", RATE_RULE),
     # Data safety: a divergence guard that never fires, a restore that skips the checksums or
     # the layout check, a run folder taken over, and NaN let through validation.
-    Mutant("guard_never_fires", "mjx_walk/learn/trainer.py",
+    Mutant("guard_never_fires", "mjx_walk/learn/guard.py",
            "  return jnp.stack([~_all_finite(watched[name]) for name in GUARDED])",
            "  return jnp.zeros((len(GUARDED),), bool)", GUARD),
     Mutant("checksums_skipped", "mjx_walk/run/checkpoint.py",
@@ -253,22 +253,22 @@ MUTANTS = (
     Mutant("observation_rotated_forward", "mjx_walk/sim/observations.py",
            "  w, xyz = quat[..., :1], -quat[..., 1:]\n",
            "  w, xyz = quat[..., :1], quat[..., 1:]\n", OBSERVATIONS),
-    Mutant("sim2sim_slope_left_level", "mjx_walk/analysis/sim2sim.py",
+    Mutant("sim2sim_slope_left_level", "mjx_walk/deploy/sim2sim.py",
            "models[family] = self._nominal if level else self._inclined(rotation)",
            "models[family] = self._nominal", WORLDS),
-    Mutant("sim2sim_height_along_world_z", "mjx_walk/analysis/sim2sim.py",
+    Mutant("sim2sim_height_along_world_z", "mjx_walk/deploy/sim2sim.py",
            "np.array([w.rotation[:, 2] @ w.data.qpos[0:3] for w in worlds], np.float32)",
            "np.array([w.data.qpos[2] for w in worlds], np.float32)", WORLDS),
-    Mutant("sim2sim_family_not_applied", "mjx_walk/analysis/sim2sim.py",
+    Mutant("sim2sim_family_not_applied", "mjx_walk/deploy/sim2sim.py",
            "        getattr(model, name)[:] = values[family]\n",
            "        pass\n", WORLDS),
-    Mutant("sim2sim_clock_stopped", "mjx_walk/analysis/sim2sim.py",
+    Mutant("sim2sim_clock_stopped", "mjx_walk/deploy/sim2sim.py",
            "      gait_phase = np.asarray(self._step_fns[\"clock\"](gait_phase))\n",
            "      gait_phase = np.asarray(gait_phase)\n", SIM2SIM_COMMAND),
-    Mutant("onnx_without_normalizer", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_without_normalizer", "mjx_walk/deploy/onnx_policy.py",
            "  normalize = pol.config.ppo.normalize_observations\n",
            "  normalize = False\n", EXPORT_PARITY),
-    Mutant("onnx_without_clip", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_without_clip", "mjx_walk/deploy/onnx_policy.py",
            "  action = g.node(\"Clip\", mean, g.constant(-clip, \"action/low\"), "
            "g.constant(clip, \"action/high\"),\n                  output=OUTPUTS[0])\n",
            "  action = g.node(\"Identity\", mean, output=OUTPUTS[0])\n", EXPORT_CLIP),
@@ -337,7 +337,7 @@ MUTANTS = (
            "      report.record_not_rendered(folder.root, update, reason)\n", "",
            ("tests/test_train.py::CommandTest::test_videos_that_could_not_be_rendered_are_said_"
             "missing_in_the_output_and_the_report",)),
-    Mutant("compare_checked_after_write", "mjx_walk/analysis/panel.py",
+    Mutant("compare_checked_after_write", "mjx_walk/evaluation/panel.py",
            "  theirs = _compared_policy(compare, evaluator) if compare else None\n"
            "  record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)\n"
            "  path = run_folder.RunFolder(mine.run_dir).write_eval(record)\n",
@@ -348,7 +348,7 @@ MUTANTS = (
             "corrupted_is_refused_before_anything_is_written",
             "tests/test_evaluate.py::EvaluateCommandTest::test_a_compare_run_that_observes_"
             "another_size_is_refused_before_anything_is_written")),
-    Mutant("compare_observation_unchecked", "mjx_walk/analysis/panel.py",
+    Mutant("compare_observation_unchecked", "mjx_walk/evaluation/panel.py",
            "  if theirs.observation_spec.shape != spec.shape:\n", "  if False:\n",
            ("tests/test_evaluate.py::EvaluateCommandTest::test_a_compare_run_that_observes_"
             "another_size_is_refused_before_anything_is_written",)),
@@ -432,7 +432,7 @@ MUTANTS = (
            FIRST_UPDATE_AUDIT),
     Mutant("std_mean_reads_the_mean", "mjx_walk/learn/trainer.py",
            "traj.policy_obs[0, :1])[1])", "traj.policy_obs[0, :1])[0])", TWO_CHUNKS),
-    Mutant("compare_evaluates_this_run", "mjx_walk/analysis/panel.py",
+    Mutant("compare_evaluates_this_run", "mjx_walk/evaluation/panel.py",
            "theirs = policy_lib.load(compare)", "theirs = policy_lib.load(run_dir, step)",
            EVALUATE_CHECKPOINT),
     # --- Code paths that had no mutant. ---
@@ -454,13 +454,13 @@ MUTANTS = (
            TERRAIN_CURRICULUM),
     # The ONNX metadata: joints listed by name instead of in actuator order, the model's qpos0
     # as the standing pose, kp and kd swapped, and block offsets at the blocks' ends.
-    Mutant("onnx_joint_names_sorted", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_joint_names_sorted", "mjx_walk/deploy/onnx_policy.py",
            "      \"joint_names\": list(robot.joint_names),\n",
            "      \"joint_names\": sorted(robot.joint_names),\n", EXPORT_METADATA),
-    Mutant("onnx_default_pose_from_qpos0", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_default_pose_from_qpos0", "mjx_walk/deploy/onnx_policy.py",
            "      \"default_pose\": robot.default_pose.tolist(),\n",
            "      \"default_pose\": robot.mj_model.qpos0[7:].tolist(),\n", EXPORT_METADATA),
-    Mutant("onnx_kp_kd_swapped", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_kp_kd_swapped", "mjx_walk/deploy/onnx_policy.py",
            "      \"kp\": spec.kp,\n      \"kd\": spec.kd,\n",
            "      \"kp\": spec.kd,\n      \"kd\": spec.kp,\n", EXPORT_METADATA),
     Mutant("onnx_layout_offsets_at_block_ends", "mjx_walk/sim/observations.py",
@@ -471,18 +471,18 @@ MUTANTS = (
     # sim2sim: the pushes never applied, the action history not carried from step to step (the
     # delay reads the first step's history forever), the delay skipped, and the payload's
     # centre of mass left at the nominal trunk's.
-    Mutant("sim2sim_push_not_applied", "mjx_walk/analysis/sim2sim.py",
+    Mutant("sim2sim_push_not_applied", "mjx_walk/deploy/sim2sim.py",
            "        world.data.xfrc_applied[trunk, 0:3] = world.rotation @ push[j]\n", "",
            SIM2SIM_ACTUATORS),
-    Mutant("sim2sim_history_not_carried", "mjx_walk/analysis/sim2sim.py",
+    Mutant("sim2sim_history_not_carried", "mjx_walk/deploy/sim2sim.py",
            "      history, targets, push = jax.device_get(\n",
            "      _, targets, push = jax.device_get(\n", SIM2SIM_ACTUATORS),
-    Mutant("sim2sim_delay_skipped", "mjx_walk/analysis/sim2sim.py",
+    Mutant("sim2sim_delay_skipped", "mjx_walk/deploy/sim2sim.py",
            "      history, targets = env.actuate(family, history, action)\n",
            "      history, _ = env.actuate(family, history, action)\n"
            "      targets = self._default_pose + env.robot.spec.action_scale * action\n",
            SIM2SIM_ACTUATORS),
-    Mutant("sim2sim_payload_com_nominal", "mjx_walk/analysis/sim2sim.py",
+    Mutant("sim2sim_payload_com_nominal", "mjx_walk/deploy/sim2sim.py",
            "      return {name: getattr(model, name) for name in families.MODEL_FIELDS}\n",
            "      return {name: getattr(model, name) for name in families.MODEL_FIELDS\n"
            "              if name != \"body_ipos\"}\n", SIM2SIM_PAYLOAD),
@@ -579,22 +579,22 @@ MUTANTS = (
     # The panel's success: without the velocity or the yaw-rate threshold, the two thresholds
     # swapped, an error at the threshold counted a success, and a fall that tracked well
     # counted a success.
-    Mutant("success_without_lin_vel_threshold", "mjx_walk/analysis/panel.py",
+    Mutant("success_without_lin_vel_threshold", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n",
            "  success = survived & (\n", PANEL_SUCCESS),
-    Mutant("success_without_yaw_threshold", "mjx_walk/analysis/panel.py",
+    Mutant("success_without_yaw_threshold", "mjx_walk/evaluation/panel.py",
            "      yaw_error < panel.success_yaw_rate_error)\n", "      yaw_error < np.inf)\n",
            PANEL_SUCCESS),
-    Mutant("success_thresholds_swapped", "mjx_walk/analysis/panel.py",
+    Mutant("success_thresholds_swapped", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n"
            "      yaw_error < panel.success_yaw_rate_error)\n",
            "  success = survived & (lin_error < panel.success_yaw_rate_error) & (\n"
            "      yaw_error < panel.success_lin_vel_error)\n", PANEL_SUCCESS),
-    Mutant("success_at_the_threshold", "mjx_walk/analysis/panel.py",
+    Mutant("success_at_the_threshold", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n",
            "  success = survived & (lin_error <= panel.success_lin_vel_error) & (\n",
            PANEL_SUCCESS),
-    Mutant("success_for_a_fall", "mjx_walk/analysis/panel.py",
+    Mutant("success_for_a_fall", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n",
            "  success = (lin_error < panel.success_lin_vel_error) & (\n", PANEL_SUCCESS),
     # The KL that adapts the learning rate measured on this device's share of the minibatch
@@ -607,16 +607,16 @@ MUTANTS = (
            SHARDED_KL),
     # The ONNX graph: the hidden layers' activation left out, the normaliser's std multiplied
     # instead of divided, swish built as a bare sigmoid, and the normalised observation unclipped.
-    Mutant("onnx_activation_dropped", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_activation_dropped", "mjx_walk/deploy/onnx_policy.py",
            "    x = activate(g, x)\n",
            "    x = x\n", EXPORT_PARITY),
-    Mutant("onnx_normalizer_std_multiplied", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_normalizer_std_multiplied", "mjx_walk/deploy/onnx_policy.py",
            "    x = g.node(\"Div\", x, g.constant(std, \"normalizer/std\"))\n",
            "    x = g.node(\"Mul\", x, g.constant(std, \"normalizer/std\"))\n", EXPORT_PARITY),
-    Mutant("onnx_swish_bare_sigmoid", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_swish_bare_sigmoid", "mjx_walk/deploy/onnx_policy.py",
            "    \"swish\": lambda g, x: g.node(\"Mul\", x, g.node(\"Sigmoid\", x)),",
            "    \"swish\": lambda g, x: g.node(\"Sigmoid\", x),", EXPORT_ACTIVATIONS),
-    Mutant("onnx_normalizer_unclipped", "mjx_walk/run/onnx_policy.py",
+    Mutant("onnx_normalizer_unclipped", "mjx_walk/deploy/onnx_policy.py",
            "    x = g.node(\"Clip\", x, g.constant(-normalizer.CLIP, \"normalizer/low\"),\n"
            "               g.constant(normalizer.CLIP, \"normalizer/high\"))\n",
            "    x = g.node(\"Identity\", x)\n", EXPORT_NORMALIZER_CLIP),

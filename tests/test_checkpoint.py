@@ -25,7 +25,7 @@ import orbax.checkpoint as ocp
 
 from mjx_walk import config as config_lib
 from mjx_walk import runner
-from mjx_walk.analysis import panel
+from mjx_walk.evaluation import panel
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import trainer as trainer_lib
@@ -33,6 +33,7 @@ from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
+from mjx_walk.run import storable
 from mjx_walk.sim import families
 
 import configs
@@ -47,7 +48,7 @@ def tiny_config(chunks: int = 2) -> config_lib.TrainConfig:
 
 def _host(tree):
   return jax.device_get(jax.tree.map(
-      lambda x: jax.random.key_data(x) if checkpoint._is_key(x) else x, tree))
+      lambda x: jax.random.key_data(x) if storable.is_key(x) else x, tree))
 
 
 # Floats computed here against floats stored by another machine: XLA's CPU code rounds differently
@@ -174,7 +175,7 @@ class SaveRestoreTest(absltest.TestCase):
     newest = checkpoint.directory(run_dir) / "2"
     # Silent corruption: the train item rewritten as a valid Orbax item whose one optimizer
     # moment is off by 6e10. Orbax reads it without complaint; only the checksum can tell.
-    stored = checkpoint._to_storable(self.carry.train)
+    stored = storable.to_storable(self.carry.train)
     leaf = "opt_state_1_inner_state_0_nu_critic_params_value_hidden_0_kernel"
     stored[leaf] = stored[leaf].copy()
     stored[leaf][0, 0] += 6e10

@@ -259,9 +259,10 @@ class ValidateTest(parameterized.TestCase):
 class LoadFileTest(absltest.TestCase):
 
   def test_experiment_files_load(self):
-    cfg = config_lib.load_file(str(REPO / "experiments" / "go2_flat.py"))
+    cfg = config_lib.load_file(str(REPO / "experiments" / "recipes" / "go2_flat.py"))
     self.assertEqual(cfg, config_lib.default())
-    gpu = config_lib.validate(config_lib.load_file(str(REPO / "experiments" / "go2_flat_gpu.py")))
+    gpu = config_lib.validate(config_lib.load_file(
+        str(REPO / "experiments" / "recipes" / "go2_flat_gpu.py")))
     self.assertGreaterEqual(gpu.num_envs, 8192)
 
   def test_missing_file(self):

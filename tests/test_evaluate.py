@@ -1,4 +1,4 @@
-"""Tests for the held-out panel (mjx_walk.analysis.panel) and the `python -m mjx_walk.evaluate`
+"""Tests for the held-out panel (mjx_walk.evaluation.panel) and the `python -m mjx_walk.evaluate`
 command: episode accounting on constructed steps, per-stratum metrics on constructed episodes, a
 deterministic jitted pass over a small panel with the traces of one env per stratum, one compile
 for several policies, and the command's output and refusals, run in-process
@@ -17,7 +17,7 @@ import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk import evaluate as evaluate_cli
-from mjx_walk.analysis import panel
+from mjx_walk.evaluation import panel
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import trainer as trainer_lib

@@ -1,4 +1,4 @@
-"""Tests for the ONNX export (mjx_walk.run.onnx_policy) and the `python -m mjx_walk.export`
+"""Tests for the ONNX export (mjx_walk.deploy.onnx_policy) and the `python -m mjx_walk.export`
 command: the model against the JAX policy on observations of a real MJX rollout, its interface,
 its metadata against the robot and the config, the action clip, the graph of every activation and
 of observations beyond the normaliser's clip, and the command's output, files and refusals (run
@@ -30,9 +30,9 @@ import onnx
 
 from mjx_walk import config as config_lib
 from mjx_walk import export as export_cli
-from mjx_walk.analysis import onnx_export
+from mjx_walk.deploy import onnx_export
+from mjx_walk.deploy import onnx_policy
 from mjx_walk.learn import networks
-from mjx_walk.run import onnx_policy
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 from mjx_walk.sim import robots

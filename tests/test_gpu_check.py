@@ -137,7 +137,7 @@ class TinyRunTest(absltest.TestCase):
     # Catches a training run that never evaluated, a stratum missing from the table, and rates
     # that are not shares.
     train = self.of_kind("train")[0]
-    self.assertEqual(train["config"], "experiments/go2_flat_gpu.py")
+    self.assertEqual(train["config"], "experiments/recipes/go2_flat_gpu.py")
     self.assertEqual(sorted(train["final"]), sorted(config_lib.STRATA))
     for stratum, row in train["final"].items():
       with self.subTest(stratum=stratum):
@@ -209,10 +209,13 @@ class DeadlineTest(absltest.TestCase):
     # workers once reached the budget before the header.
     code = textwrap.dedent(f"""
         import dataclasses
+        import importlib.util
         import sys
-        sys.path.insert(0, {str(SCRIPT.parent)!r})
         from absl import app
-        import gpu_check
+        spec = importlib.util.spec_from_file_location("gpu_check", {str(SCRIPT)!r})
+        gpu_check = importlib.util.module_from_spec(spec)
+        sys.modules["gpu_check"] = gpu_check
+        spec.loader.exec_module(gpu_check)
         gpu_check.TINY = dataclasses.replace(
             gpu_check.TINY, compile_guess_s=1.0, timing_guess_s=0.0, finish_s=0.0)
         app.run(gpu_check.main)

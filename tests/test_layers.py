@@ -25,13 +25,17 @@ import configs
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "mjx_walk"
 
-LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "analysis": 4, "runner": 5}
-"""Layer of each top-level name of the package; anything else (the commands `train`,
-`evaluate`, `report`, `ledger`, `export`, `sim2sim`, and `cli`, `__init__`) is the top layer."""
+LAYERS = {"config": 0, "scaling": 0, "sim": 1, "learn": 2, "run": 3, "evaluation": 4,
+          "deploy": 5, "analysis": 6, "runner": 7}
+"""Layer of each top-level name of the package (docs/architecture.md says what each owns);
+anything else (the commands `train`, `evaluate`, `report`, `ledger`, `export`, `sim2sim`, and
+`cli`, `__init__`) is the top layer. The held-out evaluation sits below both what leaves JAX
+(`deploy`: ONNX and the C MuJoCo replay) and the run's pictures (`analysis`), which import
+nothing of each other."""
 MODULE_LAYERS = ("scaling", "runner")
 """The layers that are one module (a file, not a subpackage): the batch scaling rule and the
 training loop. The config layer holds the `config` package and `scaling.py`."""
-TOP = 6
+TOP = 8
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -89,7 +93,9 @@ class LayeringTest(absltest.TestCase):
     self.assertGreater(_layer("mjx_walk.learn.trainer"), _layer("mjx_walk.sim.env"))
     self.assertGreater(_layer("mjx_walk.analysis.report"), _layer("mjx_walk.run.checkpoint"))
     self.assertGreater(_layer("mjx_walk.train"), _layer("mjx_walk.runner"))
-    self.assertGreater(_layer("mjx_walk.runner"), _layer("mjx_walk.analysis.panel"))
+    self.assertGreater(_layer("mjx_walk.runner"), _layer("mjx_walk.evaluation.panel"))
+    self.assertGreater(_layer("mjx_walk.deploy.sim2sim"), _layer("mjx_walk.evaluation.panel"))
+    self.assertGreater(_layer("mjx_walk.evaluation.traces"), _layer("mjx_walk.run.provenance"))
     self.assertEqual(_imported(PACKAGE / "run" / "policy.py") & {"mjx_walk.learn.trainer"},
                      set())
 
@@ -130,7 +136,8 @@ class LightImportsTest(absltest.TestCase):
     loaded = _run_python(f"""
         import json, sys
         from mjx_walk import config
-        cfg = config.validate(config.load_file({str(REPO / "experiments" / "go2_flat.py")!r}))
+        recipe = {str(REPO / "experiments" / "recipes" / "go2_flat.py")!r}
+        cfg = config.validate(config.load_file(recipe))
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "mujoco")))
         """)
     self.assertEqual(loaded, [])
@@ -169,7 +176,7 @@ class LightImportsTest(absltest.TestCase):
     self.assertEqual(loaded["action"], [trainer.env.action_size])
     self.assertIn("mjx_walk.run.policy", loaded["modules"])
     for heavy in ("mjx_walk.learn.trainer", "mjx_walk.learn.audit", "mjx_walk.learn.ppo",
-                  "mjx_walk.analysis.panel"):
+                  "mjx_walk.evaluation.panel"):
       self.assertNotIn(heavy, loaded["modules"])
 
 

@@ -7,7 +7,7 @@ fall, the feet must leave the ground for longer, and episodes must end by timeou
 
 This guards the learning signal end to end (env, rewards, gait clock, GAE, PPO, normalizer,
 adaptive rate); the walking criteria on the held-out panel belong to
-`experiments/learn_benchmark.py`.
+`experiments/measurements/learn_benchmark.py`.
 
 The same check runs once more on 2 forced host devices (data parallel, in a subprocess: a
 process's device count is fixed when JAX starts), which must learn like the one-device run.

@@ -19,6 +19,7 @@ from mjx_walk import config as config_lib
 from mjx_walk import ledger as ledger_cli
 from mjx_walk.learn import records as records_lib
 from mjx_walk.run import ledger
+from mjx_walk.run import provenance
 
 import commands
 
@@ -79,7 +80,7 @@ def write_run(run_dir: pathlib.Path, panel_hash: str = "def", success: float = 0
   run_dir.mkdir(parents=True)
   cfg = big_config()
   with ledger.Ledger(run_dir / ledger.FILENAME) as book:
-    book.write(records_lib.recipe(cfg, stand_in_manifest(panel_hash)))
+    book.write(provenance.recipe(cfg, stand_in_manifest(panel_hash)))
     for record in records_lib.update_records(two_update_metrics(), first_update=0,
                                         batch_size=cfg.batch_size, sps=12345.0,
                                         wall_seconds=8.0, device_memory=None):
@@ -90,7 +91,7 @@ def write_run(run_dir: pathlib.Path, panel_hash: str = "def", success: float = 0
 
 
 def test_recipe_figures_for_4096_envs_24_steps_50_hz():
-  r = records_lib.recipe(big_config(), stand_in_manifest())
+  r = provenance.recipe(big_config(), stand_in_manifest())
   assert r["kind"] == "recipe"
   assert r["samples_per_update"] == 98304  # 4096 * 24
   assert r["seconds_per_env_per_update"] == pytest.approx(0.48)  # 24 / 50 Hz
@@ -107,7 +108,7 @@ def test_recipe_figures_for_4096_envs_24_steps_50_hz():
 def test_recipe_names_the_devices_jax_runs_on():
   # Catches a recipe that names the wrong backend or device count, on whatever machine the test
   # runs (CPU in CI, a GPU workstation): the reference is JAX's own device list.
-  r = records_lib.recipe(big_config(), stand_in_manifest())
+  r = provenance.recipe(big_config(), stand_in_manifest())
   devices = jax.devices()
   assert (r["platform"], r["device_count"], r["device_kind"]) == (
       devices[0].platform, len(devices), devices[0].device_kind)
@@ -131,17 +132,17 @@ def test_recipe_records_the_commit_and_dirty_state():
   # Catches a recipe whose git_commit is not the package's HEAD, or whose git_dirty does not say
   # whether the working tree has changes (in a git checkout); and one that reports some other
   # repository's state for a copy of the package outside a checkout (then both are None).
-  repo = pathlib.Path(records_lib.__file__).resolve().parents[2]
+  repo = pathlib.Path(provenance.__file__).resolve().parents[2]
   before = _git_reference(repo)
-  r = records_lib.recipe(big_config(), stand_in_manifest())
+  r = provenance.recipe(big_config(), stand_in_manifest())
   after = _git_reference(repo)  # a commit or edit in between must not fail the test
   assert (r["git_commit"], r["git_dirty"]) in (before, after)
 
 
 def test_recipe_has_every_key():
-  r = records_lib.recipe(big_config(), stand_in_manifest())
+  r = provenance.recipe(big_config(), stand_in_manifest())
   assert set(RECIPE_KEYS) <= set(r), set(RECIPE_KEYS) - set(r)
-  assert set(r["packages"]) == set(records_lib.PACKAGES)
+  assert set(r["packages"]) == set(provenance.PACKAGES)
   json.dumps(r, allow_nan=False)  # plain JSON as it stands
 
 
@@ -195,7 +196,7 @@ def test_update_records_hold_the_audits_as_json(tmp_path):
 
 def test_ledger_round_trip(tmp_path):
   path = tmp_path / ledger.FILENAME
-  r = records_lib.recipe(big_config(), stand_in_manifest())
+  r = provenance.recipe(big_config(), stand_in_manifest())
   update = {"kind": "update", "update": 1, "env_steps": 96, "episode/return": 2.5,
             "perf/sps": np.float32(100.0)}
   evaluation = ledger.eval_record(eval_result(), update=1, env_steps=96, wall_seconds=1.5)
@@ -252,7 +253,7 @@ def test_format_eval_table():
 
 
 def test_format_recipe():
-  text = ledger.format_recipe(records_lib.recipe(big_config(), stand_in_manifest()))
+  text = ledger.format_recipe(provenance.recipe(big_config(), stand_in_manifest()))
   for piece in ("4096 envs x 24 steps = 98,304", "0.48 s", "1,966.1 robot-seconds",
                 "128 train (32 envs each)", "40 eval", "manifest   abc  panel def"):
     assert piece in text, piece

@@ -12,7 +12,7 @@ import pathlib
 import nbclient
 import nbformat
 
-from mjx_walk.analysis import traces as trace_files
+from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.run import ledger
 
 import configs

@@ -16,8 +16,8 @@ import numpy as np
 from mjx_walk import report as report_cli
 from mjx_walk.analysis import plots as plots_lib
 from mjx_walk.analysis import report
-from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos
+from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder

@@ -1,5 +1,6 @@
 """Tests for mjx_walk.scaling (the batch rule), the --scale_num_envs flag of the training command
-and of experiments/learn_benchmark.py, and experiments/scaling_sweep.py's plan and JSON lines.
+and of experiments/measurements/learn_benchmark.py, and experiments/measurements/scaling_sweep.py's
+plan and JSON lines.
 
 Catches a rule that scales the wrong field or by the wrong factor (the expected numbers are
 worked out by hand in each test, never by calling the rule), a derived config that `validate`
@@ -12,8 +13,11 @@ experiments/README.md.
 
 import json
 import math
+import os
 import pathlib
+import subprocess
 import sys
+import textwrap
 from unittest import mock
 
 from absl import flags
@@ -24,15 +28,17 @@ from mjx_walk import config as config_lib
 from mjx_walk import scaling
 from mjx_walk import runner
 from mjx_walk import train as train_lib
+from mjx_walk.evaluation import walking
 from mjx_walk.sim import families
 
 import commands
 import configs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import learn_benchmark  # pylint: disable=g-import-not-at-top,wrong-import-position
-import scaling_sweep  # pylint: disable=g-import-not-at-top,wrong-import-position
+MEASUREMENTS = REPO / "experiments" / "measurements"
+# The sweep's flags are defined here; the benchmark defines two of the same names, so it runs in a
+# process of its own (`_run_learn_benchmark`).
+scaling_sweep = commands.load_script(MEASUREMENTS / "scaling_sweep.py")
 
 NO_ROBOT = "--config.env.robot=no_such_robot"
 """Makes a run that got past the flags fail at its robot, before anything is written or compiled."""
@@ -127,7 +133,7 @@ class RuleTest(parameterized.TestCase):
                          base.num_envs // base.families.num_train_families)
 
   def test_the_gpu_config_scales_too(self):
-    gpu = config_lib.load_file(str(REPO / "experiments" / "go2_flat_gpu.py"))
+    gpu = config_lib.load_file(str(REPO / "experiments" / "recipes" / "go2_flat_gpu.py"))
     cfg = scaling.scale(gpu, 16384)  # 64 envs per family there: 256 families
     self.assertEqual(cfg.families.num_train_families, 256)
     self.assertEqual(cfg.ppo.learning_rate, gpu.ppo.learning_rate * math.sqrt(2))
@@ -264,21 +270,52 @@ class TrainFlagTest(absltest.TestCase):
     self.assertEqual(commands.folder_digest(run_dir), before)
 
   def test_learn_benchmark_takes_the_same_flag(self):
-    seen = []
-    with _stand_in_for_run(seen):
-      ran = commands.run_main(learn_benchmark.main, "--scale_num_envs=1024")
-    self.assertEqual(ran.status, 0, ran.err)
-    expected = learn_benchmark.for_wall_clock(scaling.scale(config_lib.default(), 1024))
-    self.assertEqual(seen, [expected])
+    done = _run_learn_benchmark("--scale_num_envs=1024")
+    self.assertEqual(done.returncode, 0, done.stderr)
+    expected = walking.for_wall_clock(scaling.scale(config_lib.default(), 1024))
+    seen = [json.loads(line[len(_SEEN):]) for line in done.stdout.splitlines()
+            if line.startswith(_SEEN)]
+    self.assertEqual(seen, [json.loads(json.dumps(expected.to_dict()))])
     self.assertEqual(expected.panel.every_chunks, 0)  # evaluations follow the wall clock
     target = self.root / "never-benchmark"
-    ran = commands.run_main(learn_benchmark.main, "--scale_num_envs=1001", f"--run_dir={target}")
-    self.assert_refused(ran, r"scaling to num_envs=1001 is refused")
+    done = _run_learn_benchmark("--scale_num_envs=1001", f"--run_dir={target}")
+    self.assertEqual(done.returncode, 2, done.stderr)
+    self.assertRegex(done.stderr, r"(?m)^error: scaling to num_envs=1001 is refused")
+    self.assertNotIn("Traceback", done.stderr)
     self.assertFalse(target.exists())
 
 
+_SEEN = "runner.run got "
+
+
+def _run_learn_benchmark(*args: str) -> subprocess.CompletedProcess:
+  """Runs `python experiments/measurements/learn_benchmark.py <args>` with `runner.run` replaced
+  by a stand-in that prints the config it is given (`_SEEN` and one JSON line) and exits 0."""
+  code = textwrap.dedent(f"""
+      import importlib.util, json, sys
+      from unittest import mock
+      from absl import app
+      from mjx_walk import runner
+      spec = importlib.util.spec_from_file_location(
+          "learn_benchmark", {str(MEASUREMENTS / "learn_benchmark.py")!r})
+      script = importlib.util.module_from_spec(spec)
+      sys.modules["learn_benchmark"] = script
+      spec.loader.exec_module(script)
+      def run(config, *args, **kwargs):
+        print({_SEEN!r} + json.dumps(config.to_dict()), flush=True)
+        raise SystemExit(0)
+      with mock.patch.object(runner, "run", side_effect=run):
+        app.run(script.main)
+      """)
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+  return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                        timeout=600, cwd=REPO, env=env, check=False)
+
+
 def _ledger_records() -> list[dict]:
-  """A run's ledger records as `learn_benchmark.summarize` reads them: two chunks' updates at
+  """A run's ledger records as `walking.summarize` reads them: two chunks' updates at
   400 and 500 env steps/s (the first is the compile chunk's) and two evaluations, the second
   walking on `flat`."""
   strata = lambda lin: {"flat": {"fall_rate": 0.0, "lin_vel_error": lin, "yaw_rate_error": 0.1},
@@ -320,7 +357,7 @@ class SweepTest(absltest.TestCase):
   def test_one_parseable_json_line_per_count(self):
     base = configs.tiny()
     _, cfg, _ = scaling_sweep.plan(base, [32], naive=False)[0]
-    summary = learn_benchmark.summarize(_ledger_records())
+    summary = walking.summarize(_ledger_records())
     line = scaling_sweep.sweep_line(32, "scaled", scaling.changes(base, cfg), None, summary, 0.4,
                                     pathlib.Path("/tmp/out/32_scaled"))
     text = json.dumps(line)

@@ -1,4 +1,4 @@
-"""Tests for the second-simulator check (mjx_walk.analysis.sim2sim) and `python -m mjx_walk.sim2sim`.
+"""Tests for the second-simulator check (mjx_walk.deploy.sim2sim) and `python -m mjx_walk.sim2sim`.
 
 The references are independent of the code under test: the floor rotation is checked against the
 slope's angle and direction written out by hand; each world's model against the manifest's draws
@@ -26,7 +26,7 @@ import numpy as np
 from mjx_walk import config as config_lib
 from mjx_walk import sim2sim as sim2sim_cli
 from mjx_walk.analysis import report
-from mjx_walk.analysis import sim2sim
+from mjx_walk.deploy import sim2sim
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 from mjx_walk.sim import endings

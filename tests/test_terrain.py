@@ -26,6 +26,7 @@ from mjx_walk import config as config_lib
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
+from mjx_walk.run import storable
 from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
@@ -702,7 +703,7 @@ class RecordsTest(absltest.TestCase):
 
 def _host(tree):
   return jax.device_get(jax.tree.map(
-      lambda x: jax.random.key_data(x) if checkpoint._is_key(x) else x, tree))  # pylint: disable=protected-access
+      lambda x: jax.random.key_data(x) if storable.is_key(x) else x, tree))
 
 
 # Slow-marked: the only test that compiles a heightfield training chunk (about 4 minutes of a

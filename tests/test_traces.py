@@ -1,4 +1,4 @@
-"""Tests for the early-end trace files of mjx_walk.analysis.traces: writing a chunk's traces until
+"""Tests for the early-end trace files of mjx_walk.evaluation.traces: writing a chunk's traces until
 the folder is full, and replaying a recorded early end in MJX to the same states."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.analysis import traces as trace_files
+from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.learn import audit
 from mjx_walk.run import run_folder
 from mjx_walk.sim import endings

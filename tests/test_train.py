@@ -26,8 +26,8 @@ from mjx_walk import report as report_cli
 from mjx_walk import runner
 from mjx_walk import train as train_lib
 from mjx_walk.analysis import report
-from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos as videos_lib
+from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger

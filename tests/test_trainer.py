@@ -13,6 +13,7 @@ import numpy as np
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import train as train_lib
+from mjx_walk.learn import guard
 from mjx_walk.learn import networks as networks_lib
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
@@ -233,7 +234,7 @@ class TrainerTest(chex.TestCase):
         "trace/qpos": (k, s, steps + 1, nq), "trace/qvel": (k, s, steps + 1, nv),
         "trace/action": (k, s, steps, a), "trace/family": (k, s), "trace/env": (k, s),
         "trace/reason": (k, s), "trace/length": (k, s), "trace/first_step": (k, s),
-        "trace/valid": (k, s), "guard/nonfinite": (k, len(trainer_lib.GUARDED)),
+        "trace/valid": (k, s), "guard/nonfinite": (k, len(guard.GUARDED)),
     }
     for key, shape in arrays.items():
       self.assertIn(key, shapes)
@@ -290,7 +291,7 @@ class TrainerTest(chex.TestCase):
     trainer = trainer_lib.make_trainer(cfg)
     carry = trainer.init(jax.random.key(0))
     carry, metrics = trainer.train_chunk(carry)
-    self.assertIsNone(trainer_lib.first_divergence(jax.device_get(metrics)))
+    self.assertIsNone(guard.first_divergence(jax.device_get(metrics)))
     np.testing.assert_array_equal(metrics["guard/nonfinite"], False)
     # One NaN in the critic's output bias: the values, hence the advantages and every loss term
     # of the first minibatch, go NaN; the global-norm clip spreads the NaN gradient to every
@@ -302,15 +303,15 @@ class TrainerTest(chex.TestCase):
     carry = carry.replace(train=carry.train.replace(
         params=carry.train.params.replace(critic=poisoned)))
     carry, metrics = trainer.train_chunk(carry)
-    k, names = trainer_lib.first_divergence(jax.device_get(metrics))
+    k, names = guard.first_divergence(jax.device_get(metrics))
     self.assertEqual(k, 0)
-    self.assertEqual(names, [name for name in trainer_lib.GUARDED if name != "normalizer"])
+    self.assertEqual(names, [name for name in guard.GUARDED if name != "normalizer"])
 
   def test_first_divergence_reads_the_first_flagged_update(self):
-    flags = np.zeros((3, len(trainer_lib.GUARDED)), bool)
-    flags[1, trainer_lib.GUARDED.index("params/actor")] = True
+    flags = np.zeros((3, len(guard.GUARDED)), bool)
+    flags[1, guard.GUARDED.index("params/actor")] = True
     flags[2, :] = True
-    self.assertEqual(trainer_lib.first_divergence({"guard/nonfinite": flags}),
+    self.assertEqual(guard.first_divergence({"guard/nonfinite": flags}),
                      (1, ["params/actor"]))
 
   def test_invalid_config_fails_before_compiling(self):
@@ -620,7 +621,7 @@ class TrainCliTest(absltest.TestCase):
     self.assertIn("return        -  len      -", runner.format_progress(1, 2, 3.0, empty))
 
   def test_cli_rejects_bad_override_before_compiling(self):
-    ran = commands.run_main(train_lib.main, f"--config={REPO / 'experiments/go2_flat.py'}",
+    ran = commands.run_main(train_lib.main, f"--config={REPO / 'experiments/recipes/go2_flat.py'}",
                             "--config.num_envs=1001", "--run_dir=/nonexistent/never")
     self.assertEqual(ran.status, 2)
     self.assertEqual(ran.err, "error: config.num_envs=1001 is invalid: it must be divisible by "

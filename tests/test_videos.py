@@ -1,6 +1,6 @@
 """Tests for mjx_walk.analysis.videos: offscreen frames that show the robot, a slope drawn as an
 inclined floor, a heightfield's ground drawn as it is simulated, MP4s that decode to the frames
-written, and the videos and captions of saved evaluation traces (`mjx_walk.analysis.traces`),
+written, and the videos and captions of saved evaluation traces (`mjx_walk.evaluation.traces`),
 on the plane and on a heightfield run. (The videos of a real run are checked in
 tests/test_report.py.)"""
 
@@ -14,13 +14,13 @@ import mujoco
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.analysis import panel
-from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos
+from mjx_walk.evaluation import panel
+from mjx_walk.evaluation import traces as trace_files
+from mjx_walk.run import run_folder
 from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
-from mjx_walk.run import run_folder
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain
 

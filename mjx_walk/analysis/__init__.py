@@ -1,2 +1,2 @@
-"""The analysis layer: the held-out panel evaluator, audit flags, trace files and replay, plots,
-videos and the run report. Imports every layer below it."""
+"""The analysis layer: audit flags in plain words, plots, videos and the run report. Imports
+every layer below it."""

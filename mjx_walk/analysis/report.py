@@ -7,11 +7,11 @@
 
 This module owns what a run looks like to a reader: `report.md` holds the recipe, the manifest
 summary, the latest evaluation table, the latest second-simulator table
-(`mjx_walk.analysis.sim2sim`), the plots (`mjx_walk.analysis.plots`), the videos with their
+(`mjx_walk.deploy.sim2sim`), the plots (`mjx_walk.analysis.plots`), the videos with their
 captions (`mjx_walk.analysis.videos`) and the audit flags in plain words
 (`mjx_walk.analysis.flags`). `build` writes the plots and the report from the files in the run
 folder, after the fact; with videos it first renders saved evaluation traces
-(`mjx_walk.analysis.traces`), or evaluates a checkpoint with traces (`evaluate_with_traces`).
+(`mjx_walk.evaluation.traces`), or evaluates a checkpoint with traces (`evaluate_with_traces`).
 
 Videos that could not be rendered are never left unsaid: the training loop records why in
 `videos/<update>/not_rendered.json` (`record_not_rendered`), and the report's Videos section
@@ -34,10 +34,10 @@ import mujoco
 
 from mjx_walk import config as config_lib
 from mjx_walk.analysis import flags as flags_lib
-from mjx_walk.analysis import panel
 from mjx_walk.analysis import plots as plots_lib
-from mjx_walk.analysis import traces as trace_files
 from mjx_walk.analysis import videos as videos_lib
+from mjx_walk.evaluation import panel
+from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder

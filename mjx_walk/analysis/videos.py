@@ -1,7 +1,7 @@
 """Videos of held-out episodes: offscreen rendering with `mujoco.Renderer` and MP4s via ffmpeg.
 
   videos/<update>/<stratum>.mp4   one traced held-out episode per stratum
-                                  (`eval/<update>_traces.npz`, `mjx_walk.analysis.traces`),
+                                  (`eval/<update>_traces.npz`, `mjx_walk.evaluation.traces`),
                                   rendered by `render_videos` from a camera that follows the trunk,
                                   with the time, command and end reason burnt into each frame;
   videos/<update>/captions.json   beside them: each episode's family, command schedule, how it
@@ -35,7 +35,7 @@ from PIL import Image
 from PIL import ImageDraw
 
 from mjx_walk import config as config_lib
-from mjx_walk.analysis import traces as trace_files
+from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.run import run_folder
 from mjx_walk.sim import endings
 from mjx_walk.sim import robots

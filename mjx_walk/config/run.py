@@ -283,7 +283,8 @@ def default() -> TrainConfig:
 
 
 def load_file(path: str) -> TrainConfig:
-  """Loads a config file exposing `get_config() -> TrainConfig` (e.g. experiments/go2_flat.py).
+  """Loads a config file exposing `get_config() -> TrainConfig` (e.g.
+  experiments/recipes/go2_flat.py).
 
   Raises:
     ValueError: when the file is missing, has no `get_config`, or returns something else.

@@ -38,7 +38,7 @@ divided by the control period (`LocomotionEnv` keeps the previous foot positions
 `TaskState.foot_xy`), so it is a mean over the step, not an instantaneous velocity.
 
 On the host, `mjx_walk.learn.records` writes these into the update records,
-`mjx_walk.analysis.traces` writes and replays the early-end traces, and `mjx_walk.analysis.flags`
+`mjx_walk.evaluation.traces` writes and replays the early-end traces, and `mjx_walk.analysis.flags`
 turns the records into warnings in plain words.
 """
 

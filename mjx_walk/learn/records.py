@@ -1,19 +1,14 @@
-"""The ledger records of a training run: its recipe, and the one host reduction that turns a
-chunk's metrics into update records.
+"""The one host reduction that turns a chunk's metrics into the ledger's update records.
 
 The trainer's chunk returns stacked metrics (leaves [K, ...], K updates); after the chunk's one
 host sync, `update_records` reduces each update on its own with `summarize` into a
 `kind="update"` record, and the progress line pools the whole chunk with the same `summarize`.
-Nothing else reduces metrics on the host.
+Nothing else reduces metrics on the host. The run's first record, its recipe, is
+`mjx_walk.run.provenance.recipe`.
 """
 
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
-import pathlib
-import subprocess
-from typing import TYPE_CHECKING
 from typing import Any
 from typing import Mapping
 
@@ -21,99 +16,7 @@ import jax
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.learn import sharding
 from mjx_walk.sim import endings
-
-if TYPE_CHECKING:
-  from mjx_walk.sim import families
-
-PACKAGES = ("jax", "jaxlib", "mujoco", "mujoco-mjx", "flax", "optax", "orbax-checkpoint", "chex",
-            "numpy")
-_REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _git(*args: str) -> str | None:
-  """Output of a git command in the package's repository, or None without git or a repo."""
-  try:
-    done = subprocess.run(["git", "-C", str(_REPO), *args], capture_output=True, text=True,
-                          timeout=10, check=False)
-  except (OSError, subprocess.SubprocessError):
-    return None
-  return done.stdout if done.returncode == 0 else None
-
-
-def _git_state() -> tuple[str | None, bool | None]:
-  """(commit, dirty) of the repository the package was loaded from."""
-  out = _git("rev-parse", "--show-toplevel", "HEAD")
-  # An installed copy in a venv inside some other repository must not report that repo's commit.
-  if out is None or pathlib.Path(out.split()[0]).resolve() != _REPO:
-    return None, None
-  status = _git("status", "--porcelain")
-  return out.split()[1], None if status is None else bool(status.strip())
-
-
-def _package_version(name: str) -> str | None:
-  try:
-    return importlib.metadata.version(name)
-  except importlib.metadata.PackageNotFoundError:
-    return None
-
-
-def recipe(config: config_lib.TrainConfig, manifest: families.Manifest,
-           devices: sharding.Devices | None = None) -> dict[str, Any]:
-  """The first record of a run: how much experience each update sees, and on what.
-
-  Args:
-    config: the run configuration.
-    manifest: the run's seed-family manifest (train and eval families, hashes).
-    devices: the mesh the run trains on; every device of every process when omitted.
-
-  Returns:
-    The `kind="recipe"` record. Times are in seconds of simulated robot time unless named wall.
-  """
-  samples = config.num_envs * config.unroll_length
-  control_hz = config.env.control_hz
-  devices = devices or sharding.make()
-  num_train_families = len(manifest.train_families)
-  commit, dirty = _git_state()
-  return {
-      "kind": "recipe",
-      "num_envs": config.num_envs,
-      "unroll_length": config.unroll_length,
-      "num_minibatches": config.ppo.num_minibatches,
-      "num_epochs": config.ppo.num_epochs,
-      "control_hz": control_hz,
-      "updates_per_chunk": config.updates_per_chunk,
-      "samples_per_update": samples,
-      # Policy lag: how much experience one env gathers under a policy before it changes.
-      "seconds_per_env_per_update": config.unroll_length / control_hz,
-      "aggregate_robot_seconds_per_update": samples / control_hz,
-      "minibatch_size": samples // config.ppo.num_minibatches,
-      "sample_reuse": config.ppo.num_epochs,
-      # When and how far the adaptive rule moves the rate (config.PPOConfig.desired_kl).
-      "learning_rate": {"initial": config.ppo.learning_rate, "desired_kl": config.ppo.desired_kl,
-                        "min": config.ppo.min_learning_rate, "max": config.ppo.max_learning_rate},
-      "num_train_families": num_train_families,
-      "envs_per_family": config.num_envs // num_train_families,
-      "num_eval_families": len(manifest.eval_families),
-      "num_eval_envs": config.panel.num_envs,
-      "strata": list(config.panel.strata),
-      "device_kind": devices.kind,
-      "device_count": devices.count,
-      "process_count": devices.processes,
-      "devices_per_process": devices.per_process,
-      # The batch above is global: every device steps num_envs / device_count of the envs and
-      # holds that share of every minibatch.
-      "envs_per_device": config.num_envs // devices.count,
-      "platform": jax.default_backend(),
-      "packages": {name: _package_version(name) for name in PACKAGES},
-      "git_commit": commit,
-      "git_dirty": dirty,
-      "manifest_hash": manifest.hash,
-      "panel_hash": manifest.panel_hash,
-      "seed": config.seed,
-      "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-  }
 
 
 def summarize(metrics: Mapping[str, np.ndarray]) -> dict[str, Any]:
@@ -193,7 +96,7 @@ def update_records(metrics: dict[str, np.ndarray], *, first_update: int, batch_s
 
   Returns:
     K records, each update reduced on its own by `summarize`. The `trace/...` metrics are not
-    recorded here (`analysis.traces.write_early_ends` writes them to files).
+    recorded here (`evaluation.traces.write_early_ends` writes them to files).
   """
   num_updates = len(next(iter(metrics.values())))
   records = []

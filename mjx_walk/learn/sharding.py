@@ -25,7 +25,9 @@ The normalizer merges its per-device moments exactly (`normalizer.update(axis_na
 
 On the host: `Devices.place` puts a host tree onto the mesh (a checkpoint restored on any
 device count, a fresh PRNG key), and `to_host` brings a tree back as NumPy, gathering the
-blocks other processes hold, so that checkpoints never depend on the device count.
+blocks other processes hold, so that checkpoints never depend on the device count. Joining the
+processes of a multi-process run and the decisions they take together are
+`mjx_walk.run.processes`.
 """
 
 from __future__ import annotations
@@ -231,52 +233,6 @@ def differing_copies(tree: Any) -> list[str]:
   return differing
 
 
-# SEVERAL PROCESSES
-
-
-def start_processes(coordinator_address: str | None = None, num_processes: int | None = None,
-                    process_id: int | None = None) -> None:
-  """Joins this process to a multi-process run through `jax.distributed.initialize`, before
-  anything else touches a device.
-
-  Arguments left None are detected from the cluster's environment as JAX does (Slurm, Open MPI,
-  and the `JAX_COORDINATOR_ADDRESS` variable among others). On CPUs the processes exchange
-  collectives through gloo.
-  """
-  jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  jax.distributed.initialize(coordinator_address=coordinator_address,
-                             num_processes=num_processes, process_id=process_id)
-  # Arrays made outside the mesh (the MJX model, the panel's envs) go to this process's own
-  # first device; the default would be the first device of all, process 0's.
-  jax.config.update("jax_default_device", jax.local_devices()[0])
-
-
-def is_primary() -> bool:
-  """Whether this is process 0, the one that writes the run folder's files."""
-  return jax.process_index() == 0
-
-
-def agree(values: np.ndarray) -> np.ndarray:
-  """Process 0's `values` on every process (a collective every process must join), so that
-  decisions taken from the wall clock or a signal are the same everywhere."""
-  if jax.process_count() == 1:
-    return values
-  return np.asarray(multihost_utils.broadcast_one_to_all(values))
-
-
-def barrier(name: str) -> None:
-  """Waits until every process reaches the barrier called `name`."""
-  if jax.process_count() > 1:
-    multihost_utils.sync_global_devices(name)
-
-
-def any_process(flag: bool) -> bool:
-  """Whether `flag` holds on any process (a collective every process must join)."""
-  if jax.process_count() == 1:
-    return flag
-  return bool(np.any(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
-
-
 class NotReplicatedError(RuntimeError):
   """A value every device should hold the same differs between devices or processes."""
 
@@ -297,5 +253,6 @@ def check_replicated(tree: Any, what: str = "the train state") -> None:
       leaf = jax.random.key_data(leaf)
     digest.update(np.asarray(leaf.addressable_shards[0].data).tobytes())
   mine = np.frombuffer(digest.digest(), np.uint8)
-  if not np.array_equal(agree(mine), mine):
+  process0 = np.asarray(multihost_utils.broadcast_one_to_all(mine))  # process 0's on every one
+  if not np.array_equal(process0, mine):
     raise NotReplicatedError(f"{what} of process {jax.process_index()} differs from process 0's")

@@ -24,9 +24,9 @@ The chunk is built from module-level pieces that share the static `_Parts`: `_in
 `_rollout_step` and `_collect`, `_local_update`, `_epoch_step`, `_minibatch_step` and
 `_update_metrics`.
 
-Every update also reports which of `GUARDED` (each loss term, the gradient norm, the parameters,
-the optimizer state, the normalizer) held a NaN or inf (`guard/nonfinite`), so the host stops a
-diverged run after the chunk, before anything of it is saved (`first_divergence`).
+Every update also reports which of `guard.GUARDED` (each loss term, the gradient norm, the
+parameters, the optimizer state, the normalizer) held a NaN or inf (`guard/nonfinite`), so the host
+stops a diverged run after the chunk, before anything of it is saved (`guard.first_divergence`).
 
 On several devices (`mjx_walk.learn.sharding`) the chunk is still one jitted call. Each update's
 COLLECT, ADVANTAGE and UPDATE run inside one `jax.shard_map` over the mesh: every device steps its
@@ -51,12 +51,12 @@ import chex
 import flax.struct
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import audit
 from mjx_walk.learn import cpu_lapack
+from mjx_walk.learn import guard
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
@@ -503,42 +503,6 @@ def _traced_once(fn: Callable) -> Callable:
   return guarded
 
 
-GUARDED = ("loss/total", "loss/policy", "loss/value", "loss/entropy", "loss/approx_kl",
-           "loss/grad_norm", "params/actor", "params/critic", "opt_state", "normalizer")
-"""What the divergence guard watches: every minibatch's losses and gradient norm, and the
-parameters, optimizer state and normalizer after each update (`guard/nonfinite`, bool [Q])."""
-
-
-def _all_finite(tree) -> jax.Array:
-  leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
-  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
-
-
-def _nonfinite_quantities(loss_metrics: Metrics, train: TrainState) -> jax.Array:
-  """bool [Q]: which of `GUARDED` held a NaN or inf in this update."""
-  watched = {name: loss_metrics[name] for name in GUARDED if name.startswith("loss/")}
-  watched.update({"params/actor": train.params.actor, "params/critic": train.params.critic,
-                  "opt_state": train.opt_state, "normalizer": train.normalizer})
-  return jnp.stack([~_all_finite(watched[name]) for name in GUARDED])
-
-
-def first_divergence(metrics: dict[str, np.ndarray]) -> tuple[int, list[str]] | None:
-  """The first update of a chunk whose `guard/nonfinite` fired, and the quantities that did.
-
-  Args:
-    metrics: the chunk's metrics on the host, `guard/nonfinite` of shape [K, Q].
-
-  Returns:
-    (k, names): k is the 0-based update of the chunk; None when all stayed finite.
-  """
-  flags = np.asarray(metrics["guard/nonfinite"])  # [K, Q]
-  bad = np.flatnonzero(flags.any(axis=1))
-  if not bad.size:
-    return None
-  k = int(bad[0])
-  return k, [name for name, flag in zip(GUARDED, flags[k]) if flag]
-
-
 def _family_counts(samples: jax.Array, num_envs: int, num_families: int,
                    first_env: jax.Array | int = 0) -> jax.Array:
   """Samples of each family in each minibatch. samples: [M, B] indices into the flattened
@@ -563,7 +527,7 @@ def _update_metrics(parts: _Parts, train: TrainState, out: _LocalUpdate) -> Metr
   """
   traj, early_ends, advantages, returns = out.traj, out.early_ends, out.advantages, out.returns
   loss_metrics = dict(out.loss_metrics)
-  nonfinite = _nonfinite_quantities(loss_metrics, train)  # [Q], before any reduction
+  nonfinite = guard.nonfinite_quantities(loss_metrics, train)  # [Q], before any reduction
   fewest_families = jnp.min(loss_metrics.pop("families/per_minibatch"))  # over [E, M]
   fewest_effective = jnp.min(loss_metrics.pop("sync/effective_families"))  # over [E, M]
   ends = traj.terminated | traj.truncated  # [T, N]

@@ -23,9 +23,10 @@ Restoring verifies everything before the state is used: the config against the r
 leaf's shape and dtype against abstract shapes from `jax.eval_shape(trainer.init, key)`, and each
 restored leaf's sha256 against `contents`. A failure names the step, the path and the leaf or
 field. Resuming falls back past failed checkpoints to the newest intact one and says so; an
-explicit step is refused. Nothing is reset or compiled to restore. Typed PRNG keys are stored as
-their raw key data. Arrays are stored whole, whatever number of devices or processes held them,
-so a checkpoint restores onto any number (`sharding.Devices.place`).
+explicit step is refused. Nothing is reset or compiled to restore. An array item is stored as its
+non-empty leaves by name, typed PRNG keys as their raw key data (`mjx_walk.run.storable`). Arrays
+are stored whole, whatever number of devices or processes held them, so a checkpoint restores
+onto any number (`sharding.Devices.place`).
 
 A train state with a non-finite value is never saved (`DivergedError`): the keep-policy below
 could otherwise rotate the last good checkpoint out. The newest `checkpoint.max_to_keep`
@@ -38,23 +39,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import pathlib
-import re
 import sys
 import threading
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Callable
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
 from mjx_walk import config as config_lib
-from mjx_walk.learn import sharding
 from mjx_walk.run import run_folder
+from mjx_walk.run import storable
 from mjx_walk.sim import families
 
 if TYPE_CHECKING:  # the trainer is not imported at run time: `policy.load` reads checkpoints
@@ -84,65 +81,6 @@ def held_out_score(result: dict[str, Any]) -> float:
   return float(success - 1e-3 * fall)
 
 
-# STORABLE TREES
-#
-# Orbax stores non-empty arrays only (mjx.Data has zero-size fields) and has no typed PRNG keys.
-# A tree is therefore stored as a flat dict {leaf path: NumPy array} of its non-empty leaves, keys
-# as their uint32 key data, and rebuilt from the abstract tree on restore.
-
-
-def _is_key(x: Any) -> bool:
-  return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
-def _leaf_name(path: Any) -> str:
-  return re.sub(r"[^A-Za-z0-9_]+", "_", jax.tree_util.keystr(path)).strip("_")
-
-
-def _stored_leaves(tree: Any) -> dict[str, Any]:
-  """{leaf name: leaf} for the non-empty leaves of a (concrete or abstract) tree."""
-  leaves = {}
-  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
-    if math.prod(leaf.shape) == 0:
-      continue
-    name = _leaf_name(path)
-    if name in leaves:
-      raise ValueError(f"two leaves of a checkpointed tree are both named {name!r}")
-    leaves[name] = leaf
-  return leaves
-
-
-def _stored_spec(x: Any) -> jax.ShapeDtypeStruct:
-  """Shape and dtype a leaf is stored with (a typed key as its key data)."""
-  return jax.eval_shape(jax.random.key_data, x) if _is_key(x) else jax.ShapeDtypeStruct(
-      x.shape, x.dtype)
-
-
-def _to_storable(tree: Any) -> dict[str, np.ndarray]:
-  """Whole host NumPy copies of the non-empty leaves (blocks held by other processes gathered),
-  typed keys as their key data."""
-  return sharding.to_host(_stored_leaves(tree))
-
-
-def _restore_args(abstract: Any) -> ocp.args.StandardRestore:
-  def target(x):
-    spec = _stored_spec(x)
-    return np.zeros(spec.shape, spec.dtype)
-  return ocp.args.StandardRestore({name: target(x) for name, x in _stored_leaves(abstract).items()})
-
-
-def _from_storable(stored: dict[str, Any], abstract: Any) -> Any:
-  """Rebuilds the tree of `abstract` from stored leaves (empty leaves are recreated)."""
-  def restore_leaf(path, spec):
-    if math.prod(spec.shape) == 0:
-      return jnp.zeros(spec.shape, spec.dtype)
-    value = stored[_leaf_name(path)]
-    if _is_key(spec):
-      return jax.random.wrap_key_data(jnp.asarray(value))  # the default impl, as jax.random.key
-    return jnp.asarray(value, dtype=spec.dtype)
-  return jax.tree_util.tree_map_with_path(restore_leaf, abstract)
-
-
 # WHAT A CHECKPOINT HOLDS
 
 
@@ -168,7 +106,8 @@ def _config_dict_hash(values: dict[str, Any]) -> str:
 
 def _check_layout(item: str, recorded: dict[str, Any], abstract: Any) -> list[str]:
   """Leaves of `item` whose recorded shape or dtype is not what this config's state needs."""
-  expected = {name: _stored_spec(x) for name, x in _stored_leaves(abstract).items()}
+  expected = {name: storable.stored_spec(x)
+              for name, x in storable.stored_leaves(abstract).items()}
   problems = [f"{item}/{name}: missing" for name in sorted(set(expected) - set(recorded))]
   problems += [f"{item}/{name}: not in this config's state"
                for name in sorted(set(recorded) - set(expected))]
@@ -260,8 +199,9 @@ class Checkpointer:
     """
     train = carry.train
     step = int(train.update_step)
-    arrays = {"train": _to_storable(train), "env": _to_storable(_env_item(carry)),
-              "policy": _to_storable(_policy_tree(train))}
+    arrays = {"train": storable.to_storable(train),
+              "env": storable.to_storable(_env_item(carry)),
+              "policy": storable.to_storable(_policy_tree(train))}
     nonfinite = _nonfinite_leaves(arrays["train"])
     if nonfinite:
       raise DivergedError(f"refusing to save update {step}: the train state is not finite in "
@@ -449,7 +389,7 @@ def _renamed_leaves(item: str, recorded: dict[str, Any], abstract: Any) -> dict[
   """{saved name: current name} for an "env" item saved before the typed signals, else {}."""
   if item != "env" or not set(_PRE_SIGNALS_ENV_LEAVES) <= set(recorded):
     return {}
-  expected = _stored_leaves(abstract)
+  expected = storable.stored_leaves(abstract)
   if not set(_PRE_SIGNALS_ENV_LEAVES.values()) <= set(expected):
     return {}
   return dict(_PRE_SIGNALS_ENV_LEAVES)
@@ -459,12 +399,12 @@ def _as_current(recorded: dict[str, Any], renamed: dict[str, str],
                 abstract: Any) -> dict[str, Any]:
   """The recorded layout under the current names; a renamed float32 leaf of 0/1 values that is
   a bool now is recorded with the current dtype (its values are checked after reading)."""
-  expected = _stored_leaves(abstract)
+  expected = storable.stored_leaves(abstract)
   current = {}
   for name, entry in recorded.items():
     new = renamed.get(name, name)
     if name in renamed and entry["dtype"] == "float32" and new in expected:
-      entry = dict(entry, dtype=str(_stored_spec(expected[new]).dtype))
+      entry = dict(entry, dtype=str(storable.stored_spec(expected[new]).dtype))
     current[new] = entry
   return current
 
@@ -472,12 +412,12 @@ def _as_current(recorded: dict[str, Any], renamed: dict[str, str],
 def _read_renamed(stored: dict[str, Any], renamed: dict[str, str],
                   abstract: Any) -> dict[str, Any]:
   """Stored leaves under the current names and dtypes; a bool must have been stored as 0 or 1."""
-  expected = _stored_leaves(abstract)
+  expected = storable.stored_leaves(abstract)
   current = {}
   for name, value in stored.items():
     new = renamed.get(name, name)
     value = np.asarray(value)
-    dtype = _stored_spec(expected[new]).dtype
+    dtype = storable.stored_spec(expected[new]).dtype
     if name in renamed and value.dtype != dtype:
       if dtype == np.bool_ and not np.isin(value, (0.0, 1.0)).all():
         raise _Unusable(f"{name}: saved values other than 0 and 1 cannot be read as {new}")
@@ -499,7 +439,7 @@ def _verified_item(run_dir, step, item, abstract, contents) -> Any:
   problems = _check_layout(item, _as_current(recorded, renamed, abstract), abstract)
   if problems:
     raise _Unusable(f"its arrays do not fit this config's state:{_listed(problems)}")
-  targets = _restore_args(abstract).item
+  targets = storable.restore_args(abstract).item
   by_current = {new: old for old, new in renamed.items()}
   targets = {by_current.get(name, name): (
       np.zeros(recorded[by_current[name]]["shape"], recorded[by_current[name]]["dtype"])
@@ -508,7 +448,7 @@ def _verified_item(run_dir, step, item, abstract, contents) -> Any:
   problems = _check_sums(item, recorded, stored)
   if problems:
     raise _Unusable(f"corrupted:{_listed(problems)}")
-  return _from_storable(_read_renamed(stored, renamed, abstract), abstract)
+  return storable.from_storable(_read_renamed(stored, renamed, abstract), abstract)
 
 
 def _verified(run_dir, step, abstract_carry, config, manifest) -> Restored:

@@ -15,9 +15,9 @@ One JSON object per line, each with a `kind`:
           panel's per-stratum table in C MuJoCo beside MJX's, the gap per stratum, the solver
           settings and the policy that ran (ONNX or JAX).
 
-`mjx_walk.learn.records` builds the recipe and update records of a training run;
-`python -m mjx_walk.ledger` prints a ledger. This module imports only the standard library and
-NumPy (no JAX, no MuJoCo), so reading a ledger starts at once.
+`mjx_walk.run.provenance` builds the recipe record of a training run and `mjx_walk.learn.records`
+its update records; `python -m mjx_walk.ledger` prints a ledger. This module imports only the
+standard library and NumPy (no JAX, no MuJoCo), so reading a ledger starts at once.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ are read, and verified against the checksums saved with them; no trainer, optimi
 is built. The action is the policy's mean (`mean_action`: normalise if the run does, then the
 actor's mean), raw: the env clips it to `env.action_clip` and scales it by the robot's action scale
 around the standing pose, exactly as in training. The held-out panel
-(`mjx_walk.analysis.panel`) acts with the same function.
+(`mjx_walk.evaluation.panel`) acts with the same function.
 """
 
 from __future__ import annotations

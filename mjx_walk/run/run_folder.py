@@ -12,7 +12,7 @@ evaluation records.
     eval/<update>_traces.npz    one traced episode per stratum of an evaluation
     sim2sim/<update>.json       each second-simulator check (`python -m mjx_walk.sim2sim`)
     traces/<update>_<i>.npz     early-end traces of the batch audits
-    export/<update>/            the ONNX export of a checkpoint (`mjx_walk.run.onnx_policy`):
+    export/<update>/            the ONNX export of a checkpoint (`mjx_walk.deploy.onnx_policy`):
                                 policy.onnx and parity.json (re-exporting replaces both)
     plots/  videos/<update>/  report.md
 

@@ -4,7 +4,7 @@
 `reset/<label>` keys, the panel's reset counts and the trace files all use it. `end_reason`
 judges one control step from what was measured at its end (trunk height and tilt above the
 ground, joint angles, body contact, finiteness, the step count); the MJX env and the C MuJoCo
-replay (`mjx_walk.analysis.sim2sim`) both call it, so the two simulators end episodes by the
+replay (`mjx_walk.deploy.sim2sim`) both call it, so the two simulators end episodes by the
 same rules.
 """
 

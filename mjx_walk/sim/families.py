@@ -568,7 +568,7 @@ def for_envs(params: FamilyParams, num_envs: int) -> FamilyParams:
 MODEL_FIELDS = ("geom_friction", "body_mass", "body_ipos", "dof_damping", "actuator_gainprm",
                 "actuator_biasprm")
 """The model fields `apply_to_model` writes, besides `opt.gravity`; another simulator copies these
-to apply a family's draw (`mjx_walk.analysis.sim2sim`)."""
+to apply a family's draw (`mjx_walk.deploy.sim2sim`)."""
 
 
 def apply_to_model(model: mjx.Model, robot: robots.Robot, params: FamilyParams) -> mjx.Model:

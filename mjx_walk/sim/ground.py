@@ -10,7 +10,7 @@ heightfield this episode, float32 [nodes, nodes] in m, or None on the plane.
 The trunk and thighs touch the ground when a penetrating contact with the floor plane is in the
 last physics substep's contact list, or, on a heightfield, where they do not collide, when one
 of their probe points (`Geometry.probe_*`) comes within its radius of the surface. The MJX env
-(`mjx_walk.sim.env`) and the C MuJoCo replay (`mjx_walk.analysis.sim2sim`) both measure here.
+(`mjx_walk.sim.env`) and the C MuJoCo replay (`mjx_walk.deploy.sim2sim`) both measure here.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ robot's IMU, state estimator and joint encoders give) and the task inputs (comma
 action, gait clock). Every place that makes a policy observation goes through these two:
 
   * the MJX env (`mjx_walk.sim.env`), from `mjx.Data`, in training and on the panel;
-  * the second-simulator check (`mjx_walk.analysis.sim2sim`), from C MuJoCo's `MjData`;
-  * the ONNX export (`mjx_walk.run.onnx_policy`), which writes `Layout.describe()` into the
+  * the second-simulator check (`mjx_walk.deploy.sim2sim`), from C MuJoCo's `MjData`;
+  * the ONNX export (`mjx_walk.deploy.onnx_policy`), which writes `Layout.describe()` into the
     model's metadata, so a robot-side program knows what to feed it.
 
 Readings are taken in any world frame: the observation only uses them rotated into the trunk

@@ -1,8 +1,8 @@
 """Tries, as a new user would, every way the issue tracker found to lose or corrupt a run, and
 shows what the command line does now.
 
-  python experiments/data_safety.py                      # scratch folders under a temp dir
-  python experiments/data_safety.py --workdir=/tmp/ds    # or here (must not exist)
+  python experiments/measurements/data_safety.py                    # scratch folders, a temp dir
+  python experiments/measurements/data_safety.py --workdir=/tmp/ds  # or here (must not exist)
 
 Each row is one command run in a subprocess: its exit status, the first line it wrote to stderr
 (or the line that matters on stdout), and whether the files that were already saved are byte for
@@ -34,7 +34,7 @@ import orbax.checkpoint as ocp
 
 from mjx_walk import cli
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 _WORKDIR = flags.DEFINE_string("workdir", None, "Scratch folder (created; must not exist).")
 
 TINY = [

@@ -1,11 +1,12 @@
 """One-GPU recipe: Go2 on heightfield terrain with a curriculum, 8192 envs.
 
-  python experiments/learn_benchmark.py --config=experiments/go2_rough_gpu.py --budget_minutes=20
+  python experiments/measurements/learn_benchmark.py --config=experiments/recipes/go2_rough_gpu.py \
+      --budget_minutes=20
 
-The rough CPU config's ground, curriculum and held-out panel (experiments/go2_rough.py) at the
-one-GPU batch of experiments/go2_flat_gpu.py (8192 envs, 24-step horizon, 4 minibatches,
-(512, 256, 128) networks). The training families grow with the batch (1024, 8 envs each), so
-every terrain type spans many shapes. Untested on a GPU so far.
+The rough CPU config's ground, curriculum and held-out panel (experiments/recipes/go2_rough.py)
+at the one-GPU batch of experiments/recipes/go2_flat_gpu.py (8192 envs, 24-step horizon, 4
+minibatches, (512, 256, 128) networks). The training families grow with the batch (1024, 8 envs
+each), so every terrain type spans many shapes. Untested on a GPU so far.
 """
 
 import dataclasses

@@ -1,7 +1,7 @@
 """Head-to-head: our fused training chunk against Brax PPO on the same env and batch geometry.
 
   pip install -e '.[bench]'   # brax==0.14.2, the optional `bench` extra; never a runtime dependency
-  python experiments/bench_vs_brax.py --num_envs=512 --unroll_length=24 \
+  python experiments/measurements/bench_vs_brax.py --num_envs=512 --unroll_length=24 \
       --num_minibatches=4 --num_epochs=5 --repeats=5
 
 Both trainers learn on the same `mjx_walk.sim.env.LocomotionEnv`: the same families (env i in

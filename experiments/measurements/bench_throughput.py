@@ -1,6 +1,6 @@
 """Throughput of the fused training chunk against physics-only and policy rollouts of the same env.
 
-  python experiments/bench_throughput.py --num_envs=1024 --unroll_length=24
+  python experiments/measurements/bench_throughput.py --num_envs=1024 --unroll_length=24
 
 Prints ONE JSON line. Every figure is env (control) steps per second after compilation, the
 median over --repeats rounds; each round times all variants back to back, so machine noise hits
@@ -15,13 +15,14 @@ them alike and the ratios are side by side:
 compile_s is the first chunk's lower + compile time; bytes_per_env is XLA's memory estimate for
 the compiled chunk (arguments, outputs and temporaries) divided by num_envs.
 
-With a heightfield config (e.g. --config=experiments/go2_rough.py) the flat default is also
-trained at the same batch, in the same rounds:
+With a heightfield config (e.g. --config=experiments/recipes/go2_rough.py) the flat default is
+also trained at the same batch, in the same rounds:
   flat_train_sps     the flat default's training chunk at the same envs, horizon and updates
   terrain_over_flat  = train_sps / flat_train_sps
 (mjx_sps then steps the nominal model, whose heightfield is flat.)
 
-  python experiments/bench_throughput.py --config=experiments/go2_rough.py --num_envs=512
+  python experiments/measurements/bench_throughput.py --config=experiments/recipes/go2_rough.py \
+      --num_envs=512
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from absl import flags
 import jax
 
 from mjx_walk import config as config_lib
+from mjx_walk.learn import throughput
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.sim._mjx import mjx
-
-import throughput  # experiments/throughput.py, beside this script
 
 _NUM_ENVS = flags.DEFINE_integer("num_envs", 1024, "Parallel envs.")
 _UNROLL = flags.DEFINE_integer("unroll_length", 24, "Control steps per rollout.")

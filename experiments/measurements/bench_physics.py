@@ -7,9 +7,9 @@ inside a `jax.lax.scan`, and the timing excludes compilation. Also reports a 2 s
 (minimum trunk height, finiteness) per variant.
 
 Usage:
-  python experiments/bench_physics.py --variants=chosen,feet_only --batches=256,1024
-  python experiments/bench_physics.py --variants=chosen,hfield_feet,hfield_thighs,hfield_trunk \
-      --batches=256 --no_stand
+  python experiments/measurements/bench_physics.py --variants=chosen,feet_only --batches=256,1024
+  python experiments/measurements/bench_physics.py \
+      --variants=chosen,hfield_feet,hfield_thighs,hfield_trunk --batches=256 --no_stand
 
 Prints ONE JSON line.
 """
@@ -36,8 +36,9 @@ from mjx_walk import config as config_lib
 from mjx_walk.sim import terrain
 from mjx_walk.sim._mjx import mjx
 
-ROUGH_CONFIG = pathlib.Path(__file__).resolve().parent / "go2_rough.py"
-SCENE = pathlib.Path(__file__).resolve().parent.parent / "robots" / "go2" / "scene.xml"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+ROUGH_CONFIG = REPO / "experiments" / "recipes" / "go2_rough.py"
+SCENE = REPO / "robots" / "go2" / "scene.xml"
 LEGS = ("FR", "FL", "RR", "RL")
 BODY_GEOMS = ("trunk_collision",) + tuple(f"{leg}_thigh_collision" for leg in LEGS)
 FEET = tuple(f"{leg}_foot" for leg in LEGS)
@@ -71,8 +72,8 @@ def _trunk_capsule(spec: mujoco.MjSpec) -> None:
 
 
 def _heightfield(colliding: tuple[str, ...]) -> Callable[[mujoco.MjSpec], None]:
-  """The floor as experiments/go2_rough.py's heightfield (flat, 53 x 53 samples of 0.1 m), with
-  only `colliding` of the robot's body geoms (besides the feet) colliding with it."""
+  """The floor as experiments/recipes/go2_rough.py's heightfield (flat, 53 x 53 samples of
+  0.1 m), with only `colliding` of the robot's body geoms (besides the feet) colliding with it."""
   def apply(spec: mujoco.MjSpec) -> None:
     shape = terrain.heightfield(config_lib.load_file(str(ROUGH_CONFIG)).terrain)
     spec.add_hfield(name="terrain", nrow=shape.nodes, ncol=shape.nodes,

@@ -1,7 +1,8 @@
 """How much friction the constraint solver really applies: a block slides to rest on the floor,
 under the robot's solver options (MJX's: one Newton iteration) and under converged ones.
 
-  python experiments/solver_friction.py [--friction=0.2,0.5,0.8] [--iterations=1,2,3,100]
+  python experiments/measurements/solver_friction.py [--friction=0.2,0.5,0.8] \
+      [--iterations=1,2,3,100]
 
 A 4 kg box (four corner contacts) and a 4 kg, 2.2 cm sphere that slides without turning (one
 contact, as the robot's loaded foot) are launched at 1 m/s along a level floor with

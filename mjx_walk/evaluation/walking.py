@@ -1,14 +1,18 @@
-"""The walking criteria on the held-out `flat` stratum, the terrain strata's targets, and a
-training run's figures against them read from its ledger.
+"""The walking criteria on the held-out `flat` stratum, the terrain strata's targets, a training
+run's figures against them read from its ledger, and the config of a run judged against the wall
+clock.
 
-Imported by `learn_benchmark.py` and `gpu_check.py` (a script's own folder, experiments/, is on
-`sys.path` when it runs). It defines no flags, so both can import it.
+What the wall-clock measurements share (`experiments/measurements/learn_benchmark.py`,
+`experiments/measurements/scaling_sweep.py` and `experiments/gpu_check.py`): it defines no flags,
+so every script can import it.
 """
 
 from __future__ import annotations
 
+import copy
 import statistics
 
+from mjx_walk import config as config_lib
 from mjx_walk.run import ledger
 
 WALKING = {"fall_rate": 0.05, "lin_vel_error": 0.25, "yaw_rate_error": 0.3}
@@ -74,3 +78,13 @@ def summarize(records: list[dict]) -> dict:
       **(_terrain_figures(evals, updates)
          if evals and all(s in evals[0]["strata"] for s in TERRAIN_TARGETS) else {}),
   }
+
+
+def for_wall_clock(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
+  """A validated copy of `config` for a wall-clock budget: evaluations follow the clock
+  (`eval_every_seconds`) instead of the chunk count, and the run is long enough never to end
+  before the budget does."""
+  config = copy.deepcopy(config)
+  config.panel.every_chunks = 0
+  config.total_env_steps = max(config.total_env_steps, 10**12)
+  return config_lib.validate(config)

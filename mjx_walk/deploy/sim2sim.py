@@ -1,7 +1,7 @@
 """The second-simulator check: a checkpoint's held-out panel replayed in C MuJoCo, in float64 with
 a converged solver and the policy in the loop, beside MJX's evaluation of the same checkpoint.
 
-The same as the MJX panel (`mjx_walk.analysis.panel`), by construction:
+The same as the MJX panel (`mjx_walk.evaluation.panel`), by construction:
   * the envs, their families and their first states: `panel.panel_envs` and the MJX env's own
     `reset`, carried into C MuJoCo's frame;
   * every family condition: the model fields `families.apply_to_model` writes (ground friction,
@@ -52,7 +52,7 @@ import mujoco
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.analysis import panel
+from mjx_walk.evaluation import panel
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mjx_walk.analysis import panel
+from mjx_walk.evaluation import panel
 from mjx_walk.run import run_folder
 from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib

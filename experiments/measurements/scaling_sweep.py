@@ -1,9 +1,10 @@
 """Does the batch rule hold as the env count grows? One config trained at several env counts, for
 the same wall-clock budget each, judged on the held-out panel.
 
-  python experiments/scaling_sweep.py --out_dir=runs/sweep                  # 256 to 2048 envs
-  python experiments/scaling_sweep.py --out_dir=runs/sweep_naive --naive    # only num_envs changed
-  python experiments/scaling_sweep.py --out_dir=/tmp/smoke --config=tiny.py \
+  python experiments/measurements/scaling_sweep.py --out_dir=runs/sweep    # 256 to 2048 envs
+  python experiments/measurements/scaling_sweep.py --out_dir=runs/sweep_naive --naive
+      # only num_envs changed
+  python experiments/measurements/scaling_sweep.py --out_dir=/tmp/smoke --config=tiny.py \
       --num_envs=16,32 --budget_minutes=0.4    # a smoke run: tiny.py returns tests/configs.tiny()
 
 Each count in --num_envs is the base config (the default, or --config with its overrides)
@@ -13,15 +14,15 @@ num_envs changed as well, and its line says so. Every count's config is built an
 every run folder checked, before the first one trains. Each trains with `mjx_walk.runner.run` for
 --budget_minutes (default 6) of wall-clock, compilation and evaluations included, evaluating the
 held-out panel every --eval_every_minutes (default 2) and at the end (the wall-clock setup of
-`experiments/learn_benchmark.py`), into <out_dir>/<num_envs>_<rule>. As each run ends it prints
-ONE JSON line:
+`experiments/measurements/learn_benchmark.py`), into <out_dir>/<num_envs>_<rule>. As each run
+ends it prints ONE JSON line:
 
   num_envs         the count
   rule             "scaled" (by the rule) or "naive" (only num_envs changed)
   changed          {dotted field: [base value, value]} of every field changed for this count
   note             why a count the rule was asked to scale ran naive (below the base); else absent
   minutes_to_walk, env_steps, train_sps, final, curve
-                   `learn_benchmark.summarize` of the run's ledger (`final` is the last
+                   `walking.summarize` of the run's ledger (`final` is the last
                    evaluation's per-stratum table, `curve` the `flat` stratum at each evaluation)
   budget_minutes, run_dir
 
@@ -42,23 +43,26 @@ from absl import flags
 
 from mjx_walk import cli
 from mjx_walk import config as config_lib
-from mjx_walk import scaling
 from mjx_walk import runner
+from mjx_walk import scaling
+from mjx_walk import train
+from mjx_walk.evaluation import walking
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 
-# The wall-clock benchmark's flags (--budget_minutes, --eval_every_minutes) and its `summarize`;
-# it imports `mjx_walk.train`, whose --config is the base config here.
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import learn_benchmark  # pylint: disable=g-import-not-at-top,wrong-import-position
+# Imported for the training command's flags alone: --config is the base config here, --resume and
+# --scale_num_envs are refused.
+del train
 
 _NUM_ENVS = flags.DEFINE_list("num_envs", ["256", "512", "1024", "2048"],
                               "Env counts to train, comma-separated.")
 _NAIVE = flags.DEFINE_bool("naive", False,
                            "Change only num_envs at every count, for contrast with the rule.")
 _OUT_DIR = flags.DEFINE_string("out_dir", None, "Folder for the runs: <out_dir>/<num_envs>_<rule>.")
-flags.FLAGS.set_default("budget_minutes", 6.0)
-flags.FLAGS.set_default("eval_every_minutes", 2.0)
+# The wall-clock benchmark's two flags (experiments/measurements/learn_benchmark.py), with the
+# sweep's defaults.
+_BUDGET = flags.DEFINE_float("budget_minutes", 6.0, "Wall-clock budget, compile included.")
+_EVAL_EVERY = flags.DEFINE_float("eval_every_minutes", 2.0, "Held-out evaluation interval.")
 
 SCALED, NAIVE = "scaled", "naive"
 
@@ -91,7 +95,7 @@ def plan(base: config_lib.TrainConfig, counts: list[int], naive: bool
 
 def sweep_line(count: int, rule: str, changed: dict[str, tuple[Any, Any]], note: str | None,
                summary: dict, budget_minutes: float, run_dir: pathlib.Path) -> dict:
-  """The JSON record of one count: what changed and what `learn_benchmark.summarize` found."""
+  """The JSON record of one count: what changed and what `walking.summarize` found."""
   line = {"num_envs": count, "rule": rule,
           "changed": {key: [old, new] for key, (old, new) in changed.items()}}
   if note:
@@ -127,7 +131,7 @@ def main(argv: list[str]) -> None:
       cli.refuse(f"--{name} is not a sweep flag: the runs go in --out_dir, one per --num_envs "
                  "count, each scaled by the rule (or --naive)")
   base = flags.FLAGS.config
-  budget, eval_every = flags.FLAGS.budget_minutes, flags.FLAGS.eval_every_minutes
+  budget, eval_every = _BUDGET.value, _EVAL_EVERY.value
   counts = _counts(_NUM_ENVS.value)
   try:
     planned = plan(base, counts, _NAIVE.value)
@@ -140,14 +144,14 @@ def main(argv: list[str]) -> None:
   for count, (rule, config, note), run_dir in zip(counts, planned, run_dirs):
     diverged = None
     try:
-      runner.run(learn_benchmark.for_wall_clock(config), run_dir,
+      runner.run(walking.for_wall_clock(config), run_dir,
                  wall_budget_seconds=60 * budget, eval_every_seconds=60 * eval_every)
     except runner.Diverged as error:  # a result of the sweep, not a reason to stop it
       print(f"error: {error}", file=sys.stderr, flush=True)
       diverged = error.update
     records = ledger.read_run(run_dir)
     line = sweep_line(count, rule, scaling.changes(base, config), note,
-                      learn_benchmark.summarize(records), budget, run_dir)
+                      walking.summarize(records), budget, run_dir)
     if diverged is not None:
       line["diverged_at_update"] = diverged
     print(json.dumps(line), flush=True)

@@ -1,9 +1,11 @@
 """How long a config takes to walk: train for a wall-clock budget, judging on the held-out panel.
 
-  python experiments/learn_benchmark.py --budget_minutes=30
-  python experiments/learn_benchmark.py --config=experiments/go2_flat_gpu.py --budget_minutes=5
-  python experiments/learn_benchmark.py --config.num_envs=1024 --run_dir=runs/learn_1024
-  python experiments/learn_benchmark.py --scale_num_envs=2048 --budget_minutes=10
+  python experiments/measurements/learn_benchmark.py --budget_minutes=30
+  python experiments/measurements/learn_benchmark.py --config=experiments/recipes/go2_flat_gpu.py \
+      --budget_minutes=5
+  python experiments/measurements/learn_benchmark.py --config.num_envs=1024 \
+      --run_dir=runs/learn_1024
+  python experiments/measurements/learn_benchmark.py --scale_num_envs=2048 --budget_minutes=10
 
 Trains with `mjx_walk.runner.run` (the training loop: ledger, checkpoints, panel) for
 --budget_minutes of wall-clock, compilation and evaluations included, evaluating the held-out
@@ -20,35 +22,31 @@ JSON line:
   env_steps        env steps trained
   train_sps        median env steps/s over the run's chunks after the first (compile) chunk
 
-On a config with the terrain strata (experiments/go2_rough.py) it also prints
+On a config with the terrain strata (experiments/recipes/go2_rough.py) it also prints
   minutes_to_terrain_targets  the first evaluation where `rough` falls <= 10% with xy error
                               <= 0.3 m/s, `stairs` falls <= 25%, and `flat` walks; or null
   terrain_curve               (minutes, env steps, rough fall rate, rough xy error, stairs fall
                               rate, obstacles fall rate, mean curriculum level) per evaluation
   final_levels                the last update's envs per terrain type and level
 
-  python experiments/learn_benchmark.py --config=experiments/go2_rough.py --budget_minutes=60
+  python experiments/measurements/learn_benchmark.py --config=experiments/recipes/go2_rough.py \
+      --budget_minutes=60
 
 The curve is also in the run's ledger, as for any run.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 
 from absl import app
 from absl import flags
 
 from mjx_walk import cli
-from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import train  # its flags: --config, --scale_num_envs
+from mjx_walk.evaluation import walking
 from mjx_walk.run import ledger
-
-# The walking criteria and a run's figures live in experiments/walking.py, beside this script,
-# which defines no flags, so that gpu_check.py and scaling_sweep.py import them too.
-from walking import summarize
 
 # --config (a file, plus --config.<field> overrides), --scale_num_envs and --run_dir are the
 # training CLI's own flags, defined by `mjx_walk.train`.
@@ -56,26 +54,16 @@ _BUDGET = flags.DEFINE_float("budget_minutes", 30.0, "Wall-clock budget, compile
 _EVAL_EVERY = flags.DEFINE_float("eval_every_minutes", 3.0, "Held-out evaluation interval.")
 
 
-def for_wall_clock(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
-  """A validated copy of `config` for a wall-clock budget: evaluations follow the clock
-  (`eval_every_seconds`) instead of the chunk count, and the run is long enough never to end
-  before the budget does."""
-  config = copy.deepcopy(config)
-  config.panel.every_chunks = 0
-  config.total_env_steps = max(config.total_env_steps, 10**12)
-  return config_lib.validate(config)
-
-
 def main(argv: list[str]) -> None:
   del argv
   cli.quiet_library_logs()
   try:
-    config = for_wall_clock(train.apply_scale_flag(flags.FLAGS.config))
+    config = walking.for_wall_clock(train.apply_scale_flag(flags.FLAGS.config))
   except ValueError as error:
     cli.refuse(str(error))
   run_dir = runner.run(config, cli.RUN_DIR.value, wall_budget_seconds=60 * _BUDGET.value,
                        eval_every_seconds=60 * _EVAL_EVERY.value).run_dir
-  result = summarize(ledger.read_run(run_dir))
+  result = walking.summarize(ledger.read_run(run_dir))
   result.update(budget_minutes=_BUDGET.value, run_dir=str(run_dir), num_envs=config.num_envs)
   print(json.dumps(result))
 

@@ -1,6 +1,7 @@
 """One-GPU recipe: Go2 joystick walking on flat ground with 8192 envs.
 
-  python experiments/learn_benchmark.py --config=experiments/go2_flat_gpu.py --budget_minutes=5
+  python experiments/measurements/learn_benchmark.py --config=experiments/recipes/go2_flat_gpu.py \
+      --budget_minutes=5
 
 The env, rewards and PPO settings are the CPU default's (lin vel in the observation, the 2 Hz
 gait clock, 5 ms physics, gamma 0.97, init std 0.75; see experiments/README.md). Scaling from

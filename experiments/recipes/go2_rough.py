@@ -1,6 +1,6 @@
 """Go2 on heightfield terrain with a difficulty curriculum, sized for a 2-core CPU.
 
-  python -m mjx_walk.train --config=experiments/go2_rough.py
+  python -m mjx_walk.train --config=experiments/recipes/go2_rough.py
 
 Every training family stands on its own periodic 4 m tile of one terrain type (rough, slope,
 stairs up, stairs down, obstacles), drawn from its seed; each env climbs or descends ten

@@ -1,8 +1,8 @@
-"""The timed pieces the throughput scripts share: the compiled training chunk with XLA's memory
-estimate, the env's physics-only rollout, and timing one call.
+"""The benchmark timers: the compiled training chunk with XLA's memory estimate, the env's
+physics-only rollout, and timing one call.
 
-Imported by `bench_throughput.py` and `gpu_check.py` (a script's own folder, experiments/, is on
-`sys.path` when it runs). It defines no flags, so both can import it.
+What the throughput measurements share (`experiments/measurements/bench_throughput.py` and
+`experiments/gpu_check.py`); it defines no flags and touches no file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exporting a checkpoint's policy to ONNX, checked: the model (`mjx_walk.run.onnx_policy`),
+"""Exporting a checkpoint's policy to ONNX, checked: the model (`mjx_walk.deploy.onnx_policy`),
 its parity with the JAX policy on observations of a real MJX rollout, and the files.
 
 `export(pol)` converts the policy, runs a short MJX rollout of the run's held-out panel env driven
@@ -19,8 +19,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from mjx_walk.analysis import panel
-from mjx_walk.run import onnx_policy
+from mjx_walk.deploy import onnx_policy
+from mjx_walk.evaluation import panel
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib

@@ -1,7 +1,8 @@
 """How the second-simulator gap depends on C MuJoCo's constraint solver: one checkpoint's
 held-out panel replayed in C MuJoCo (float64) at several Newton iteration caps, beside MJX.
 
-  python experiments/sim2sim_solver.py --run_dir=runs/<run> [--step=N] [--iterations=1,2,4,100]
+  python experiments/measurements/sim2sim_solver.py --run_dir=runs/<run> [--step=N] \
+      [--iterations=1,2,4,100]
 
 Every replay starts from the same states with the same policy (JAX, in the loop) and differs
 from the others only in `opt.iterations` (line search 50 steps, tolerance 1e-10 above one
@@ -17,8 +18,8 @@ import json
 from absl import app
 from absl import flags
 
-from mjx_walk.analysis import panel
-from mjx_walk.analysis import sim2sim
+from mjx_walk.deploy import sim2sim
+from mjx_walk.evaluation import panel
 from mjx_walk.run import policy as policy_lib
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "The run folder.", required=True)
