@@ -20,7 +20,6 @@ from unittest import mock
 from absl.testing import absltest
 import chex
 import jax
-import numpy as np
 
 from mjx_walk import report as report_cli
 from mjx_walk import runner
