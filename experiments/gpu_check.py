@@ -96,6 +96,7 @@ import jax.monitoring
 from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
+from mjx_walk.analysis import report
 from mjx_walk.evaluation import walking
 from mjx_walk.learn import guard
 from mjx_walk.learn import throughput
@@ -539,6 +540,7 @@ def train_run(config: config_lib.TrainConfig, out_dir: pathlib.Path, wall_budget
       contextlib.redirect_stdout(log):
     runner.run(config, run_dir, wall_budget_seconds=wall_budget_s,
                eval_every_seconds=eval_every_s)
+    report.build(run_dir)
   shutil.copyfile(run_dir / ledger.FILENAME, out_dir / ledger.FILENAME)
   return {
       **walking.summarize(ledger.read_run(run_dir)),

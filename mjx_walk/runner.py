@@ -1,10 +1,12 @@
 """The training loop as a library: `run(config, run_dir)` trains one run and returns what it made.
 
   from mjx_walk import config as config_lib, runner
+  from mjx_walk.analysis import report
   config = config_lib.default()
   config.total_env_steps = 2_000_000
   result = runner.run(config, "runs/short")
   result.run_dir, result.evaluation["strata"], result.policy.act(policy_obs)
+  report.build(result.run_dir)     # plots and report.md, when wanted
 
 It owns the host loop around the jitted chunk (`learn.trainer`): refusing bad input before
 anything is written or compiled (a bad config value, a batch that does not split over the
@@ -21,7 +23,9 @@ gradient norm or parameters went non-finite stops the run: nothing of it is save
 
 Over several processes every process calls `run` with the same arguments; process 0 writes the
 folder's files and its clock decides when to evaluate, save and stop. No flag is defined or
-read here: `mjx_walk.train` is the command around it.
+read here: `mjx_walk.train` is the command around it, and builds the run's report after it. The
+report is an analysis of the finished folder (`mjx_walk.analysis.report`), not part of training:
+the loop writes the records, traces and videos it reads.
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ import jax
 import numpy as np
 
 from mjx_walk import config as config_lib
-from mjx_walk.analysis import report
 from mjx_walk.analysis import videos as videos_lib
 from mjx_walk.evaluation import panel
 from mjx_walk.evaluation import traces as trace_files
@@ -79,7 +82,7 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
   """Runs the held-out panel, appends the eval record, and writes eval/<update>.json; with
   `videos`, also saves one traced episode per stratum and renders videos/<update>/. Videos that
   fail to render do not stop the run: the failure is printed and recorded
-  (`report.record_not_rendered`), so that report.md says so."""
+  (`videos.record_not_rendered`), so that report.md says so."""
   update = int(carry.train.update_step)
   # A host copy: the evaluator runs on this process's first device, not on the mesh.
   result, traces = evaluator.run_with_traces(_host_policy(carry))
@@ -97,7 +100,7 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
       # recorded in the run folder for report.md to say. The traces are saved, and
       # `python -m mjx_walk.report --step=<update>` renders them later, on a machine with OpenGL.
       reason = " ".join(f"{type(error).__name__}: {error}".split())  # one line
-      report.record_not_rendered(folder.root, update, reason)
+      videos_lib.record_not_rendered(folder.root, update, reason)
       print(f"videos of update {update} NOT rendered ({reason}); report.md says so. The traces "
             f"are in {folder.eval_traces_path(update)}; render them on a machine with OpenGL "
             f"with: python -m mjx_walk.report {folder.root} --step={update}", flush=True)
@@ -238,7 +241,7 @@ class Due:
   save: bool = False
   """Save a checkpoint (with the evaluation, if one ran, so the best one is kept)."""
   last: bool = False
-  """The run's last chunk: evaluate with videos, save, then the report."""
+  """The run's last chunk: evaluate with videos, then save."""
 
 
 @dataclasses.dataclass
@@ -393,7 +396,7 @@ class RunResult:
   """What `run` returns: the folder it wrote, the final held-out evaluation, the trained policy."""
 
   run_dir: pathlib.Path
-  """The run folder: config.json, manifest.json, ledger.jsonl, eval/, checkpoints/, report.md."""
+  """The run folder: config.json, manifest.json, ledger.jsonl, eval/, videos/, checkpoints/."""
   evaluation: dict | None
   """The final held-out panel's `eval` record (as in the ledger and eval/<update>.json); None
   when the run was stopped before its last chunk, and on every process but process 0."""
@@ -499,11 +502,6 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None = Non
   if last_eval is not None:
     say(f"held-out panel, final policy ({trainer_lib.env_steps(carry.train, config):,} env "
         f"steps):\n{ledger.format_eval_table(last_eval)}")
-  built = report.build(folder.root, log=lambda _: None)
-  say(f"done. config: {folder.config_path}  manifest: {folder.manifest_path}  "
-      f"ledger: {folder.ledger_path}  evaluations: {folder.eval_dir}  "
-      f"checkpoints: {folder.checkpoints}  report: {built.report} (plots, videos "
-      f"and audit flags; rebuild with python -m mjx_walk.report {folder.root})")
   return _result(folder, trainer, carry, config, manifest, last_eval, stopped=False)
 
 

@@ -7,8 +7,9 @@
 
 It reads the flags (`--config` and its `--config.<field>` overrides, `--run_dir`, `--resume`,
 `--scale_num_envs`, the multi-process flags), joins a multi-process run when asked, builds the
-config (scaled, or the saved one of a resumed run with its resumable changes), and calls
-`mjx_walk.runner.run`, the training loop. Everything a run can be refused for is refused first,
+config (scaled, or the saved one of a resumed run with its resumable changes), calls
+`mjx_walk.runner.run`, the training loop, and then builds the finished run's plots and report.md
+(`mjx_walk.analysis.report`). Everything a run can be refused for is refused first,
 as one `error:` line and exit status 2, before a file is written or anything compiles. SIGTERM or
 Ctrl-C saves and exits 0 with the command that resumes the run; a run stopped by the divergence
 guard exits 3 with the command that resumes from the last checkpoint.
@@ -34,8 +35,10 @@ from mjx_walk import cli
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import scaling
+from mjx_walk.analysis import report
 from mjx_walk.run import checkpoint
 from mjx_walk.run import processes
+from mjx_walk.run import run_folder
 
 
 def _config_file(path: str) -> config_lib.TrainConfig:
@@ -160,7 +163,7 @@ def main(argv: list[str]) -> None:
     if _RESUME.value:
       config = runner.resume_config(pathlib.Path(_RESUME.value), config, _overrides(),
                                     flags.FLAGS["config"].present)
-    runner.run(config, pathlib.Path(_RESUME.value or cli.RUN_DIR.value) if (
+    result = runner.run(config, pathlib.Path(_RESUME.value or cli.RUN_DIR.value) if (
         _RESUME.value or cli.RUN_DIR.value) else None, resume=bool(_RESUME.value))
   except (ValueError, checkpoint.CheckpointError) as error:
     # Bad config values, robot files, run folders and checkpoints: refused before anything is
@@ -168,6 +171,18 @@ def main(argv: list[str]) -> None:
     cli.refuse(str(error))
   except runner.Diverged as error:
     cli.refuse(str(error), status=EXIT_DIVERGED)
+  if processes.is_primary() and not result.stopped:
+    _report(result.run_dir)
+
+
+def _report(run_dir: pathlib.Path) -> None:
+  """Writes the finished run's plots and report.md, and says where everything is."""
+  built = report.build(run_dir, log=lambda _: None)
+  folder = run_folder.RunFolder(run_dir)
+  print(f"done. config: {folder.config_path}  manifest: {folder.manifest_path}  "
+        f"ledger: {folder.ledger_path}  evaluations: {folder.eval_dir}  "
+        f"checkpoints: {folder.checkpoints}  report: {built.report} (plots, videos "
+        f"and audit flags; rebuild with python -m mjx_walk.report {run_dir})", flush=True)
 
 
 EXIT_DIVERGED = 3

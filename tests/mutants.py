@@ -334,7 +334,7 @@ MUTANTS = (
            ("tests/test_train.py::CommandTest::test_videos_that_could_not_be_rendered_are_said_"
             "missing_in_the_output_and_the_report",)),
     Mutant("videos_failure_not_recorded", "mjx_walk/runner.py",
-           "      report.record_not_rendered(folder.root, update, reason)\n", "",
+           "      videos_lib.record_not_rendered(folder.root, update, reason)\n", "",
            ("tests/test_train.py::CommandTest::test_videos_that_could_not_be_rendered_are_said_"
             "missing_in_the_output_and_the_report",)),
     Mutant("compare_checked_after_write", "mjx_walk/evaluation/panel.py",

@@ -24,7 +24,6 @@ import jax
 from mjx_walk import report as report_cli
 from mjx_walk import runner
 from mjx_walk import train as train_lib
-from mjx_walk.analysis import report
 from mjx_walk.analysis import videos as videos_lib
 from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.learn import trainer as trainer_lib
@@ -260,7 +259,7 @@ class CommandTest(absltest.TestCase):
                   f"are in {folder.eval_traces_path(2)}; render them on a machine with OpenGL "
                   f"with: python -m mjx_walk.report {self.run_dir} --step=2\n", self.ran.out)
     self.assertEqual(list(folder.videos_dir(2).glob("*.mp4")), [])
-    self.assertEqual(json.loads((folder.videos_dir(2) / report.NOT_RENDERED_FILENAME).read_text()),
+    self.assertEqual(json.loads((folder.videos_dir(2) / videos_lib.NOT_RENDERED_FILENAME).read_text()),
                      {"update": 2, "reason": reason})
     text = folder.report_path.read_text()
     self.assertIn(f"**The videos of update 2 were not rendered**: {reason}. Its traced episodes "

@@ -45,6 +45,7 @@ from absl import flags
 from mjx_walk import cli
 from mjx_walk import runner
 from mjx_walk import train  # its flags: --config, --scale_num_envs
+from mjx_walk.analysis import report
 from mjx_walk.evaluation import walking
 from mjx_walk.run import ledger
 
@@ -63,6 +64,7 @@ def main(argv: list[str]) -> None:
     cli.refuse(str(error))
   run_dir = runner.run(config, cli.RUN_DIR.value, wall_budget_seconds=60 * _BUDGET.value,
                        eval_every_seconds=60 * _EVAL_EVERY.value).run_dir
+  report.build(run_dir, log=lambda _: None)  # plots and report.md, as the train command
   result = walking.summarize(ledger.read_run(run_dir))
   result.update(budget_minutes=_BUDGET.value, run_dir=str(run_dir), num_envs=config.num_envs)
   print(json.dumps(result))

@@ -46,6 +46,7 @@ from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import scaling
 from mjx_walk import train
+from mjx_walk.analysis import report
 from mjx_walk.evaluation import walking
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
@@ -144,8 +145,10 @@ def main(argv: list[str]) -> None:
   for count, (rule, config, note), run_dir in zip(counts, planned, run_dirs):
     diverged = None
     try:
-      runner.run(walking.for_wall_clock(config), run_dir,
-                 wall_budget_seconds=60 * budget, eval_every_seconds=60 * eval_every)
+      ran = runner.run(walking.for_wall_clock(config), run_dir,
+                       wall_budget_seconds=60 * budget, eval_every_seconds=60 * eval_every)
+      if not ran.stopped:
+        report.build(run_dir, log=lambda _: None)  # plots and report.md, as the train command
     except runner.Diverged as error:  # a result of the sweep, not a reason to stop it
       print(f"error: {error}", file=sys.stderr, flush=True)
       diverged = error.update

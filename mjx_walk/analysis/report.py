@@ -14,7 +14,7 @@ folder, after the fact; with videos it first renders saved evaluation traces
 (`mjx_walk.evaluation.traces`), or evaluates a checkpoint with traces (`evaluate_with_traces`).
 
 Videos that could not be rendered are never left unsaid: the training loop records why in
-`videos/<update>/not_rendered.json` (`record_not_rendered`), and the report's Videos section
+`videos/<update>/not_rendered.json` (`videos.record_not_rendered`), and the report's Videos section
 says, for each such update not rendered since, that its videos are missing, why, and the command
 that renders them. The report command checks that this process can render (`check_rendering`)
 before a videos errand evaluates or writes anything.
@@ -87,26 +87,9 @@ def _videos(run_dir: pathlib.Path, update: int | None) -> tuple[int, dict[str, A
   return update, json.loads(found[update].read_text())["videos"]
 
 
-NOT_RENDERED_FILENAME = "not_rendered.json"
-"""In `videos/<update>/`: why the videos of that update were not rendered."""
-
-
-def record_not_rendered(run_dir: pathlib.Path | str, update: int, reason: str) -> pathlib.Path:
-  """Records that the videos of `update` were not rendered, and why, for the report to say.
-
-  Returns:
-    The file written, `videos/<update>/not_rendered.json`.
-  """
-  folder = run_folder.RunFolder(pathlib.Path(run_dir)).videos_dir(update)
-  folder.mkdir(parents=True, exist_ok=True)
-  path = folder / NOT_RENDERED_FILENAME
-  path.write_text(json.dumps({"update": update, "reason": reason}, indent=1))
-  return path
-
-
 def _not_rendered(run_dir: pathlib.Path) -> dict[int, str]:
   """{update: why} of the updates whose videos were not rendered (and have not been since)."""
-  notes = run_folder.RunFolder(run_dir).videos_dir().glob(f"*/{NOT_RENDERED_FILENAME}")
+  notes = run_folder.RunFolder(run_dir).videos_dir().glob(f"*/{videos_lib.NOT_RENDERED_FILENAME}")
   return {int(p.parent.name): json.loads(p.read_text())["reason"]
           for p in sorted(notes, key=lambda p: int(p.parent.name))
           if p.parent.name.isdigit()
@@ -285,7 +268,7 @@ def build(run_dir: pathlib.Path | str, videos: bool = False, step: int | None = 
     traces = folder.eval_traces_path(update)
     log(f"rendering the traced episodes of update {update}...")
     rendered = videos_lib.render_videos(run_dir, update, config)
-    (folder.videos_dir(update) / NOT_RENDERED_FILENAME).unlink(missing_ok=True)  # rendered now
+    (folder.videos_dir(update) / videos_lib.NOT_RENDERED_FILENAME).unlink(missing_ok=True)  # rendered now
   plots = plots_lib.make_plots(run_dir, records, config)
   path = write_report(run_dir, records, config, manifest, plots, video_update=update)
   return Built(report=path, plots=plots, videos=rendered, traces=traces)

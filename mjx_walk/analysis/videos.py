@@ -6,6 +6,8 @@
                                   with the time, command and end reason burnt into each frame;
   videos/<update>/captions.json   beside them: each episode's family, command schedule, how it
                                   ended and its length (`format_caption` words one for the report).
+  videos/<update>/not_rendered.json  instead, when they could not be rendered: why
+                                  (`record_not_rendered`), for the report to say.
 
 On a heightfield run (`terrain.ground="heightfield"`) each episode is drawn on its own ground: the
 render model has the simulated model's heightfield, and the family's heights, regenerated from
@@ -42,6 +44,8 @@ from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
 
 CAPTIONS_FILENAME = "captions.json"
+NOT_RENDERED_FILENAME = "not_rendered.json"
+"""In `videos/<update>/`: why the videos of that update were not rendered."""
 
 CAMERA_DISTANCE = 1.6
 """Metres from the trunk to the following camera."""
@@ -320,3 +324,16 @@ def render_videos(run_dir: pathlib.Path | str, update: int,
   (out / CAPTIONS_FILENAME).write_text(json.dumps({"update": update, "videos": captions},
                                                   indent=1))
   return paths
+
+
+def record_not_rendered(run_dir: pathlib.Path | str, update: int, reason: str) -> pathlib.Path:
+  """Records that the videos of `update` were not rendered, and why, for the report to say.
+
+  Returns:
+    The file written, `videos/<update>/not_rendered.json`.
+  """
+  folder = run_folder.RunFolder(pathlib.Path(run_dir)).videos_dir(update)
+  folder.mkdir(parents=True, exist_ok=True)
+  path = folder / NOT_RENDERED_FILENAME
+  path.write_text(json.dumps({"update": update, "reason": reason}, indent=1))
+  return path
