@@ -177,6 +177,39 @@ class ValidateTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, pattern):
       config_lib.validate(_with(**changes))
 
+  @parameterized.named_parameters(
+      ("zero_spacing", {"scan__spacing": 0.0}, r"config\.scan\.spacing=0\.0 .*> 0, in m"),
+      ("negative_spacing", {"scan__spacing": -0.1}, r"config\.scan\.spacing=-0\.1 .*> 0"),
+      ("length_off_the_spacing", {"scan__length": 1.55},
+       r"config\.scan\.length=1\.55 .*whole multiple of scan\.spacing=0\.1"),
+      ("negative_width", {"scan__width": -0.2}, r"config\.scan\.width=-0\.2 .*>= 0"),
+      ("too_many_points", {"scan__spacing": 0.02},
+       r"config\.scan\.spacing=0\.02 .*would have 4131 points; at most 1024"),
+      ("clip_without_zero", {"scan__clip": (0.1, 1.0)},
+       r"config\.scan\.clip=\(0\.1, 1\.0\) .*low < 0 < high"),
+      ("negative_noise", {"scan__noise": -0.01}, r"config\.scan\.noise=-0\.01 .*>= 0"),
+      ("negative_offset_noise", {"scan__offset_noise": -0.1},
+       r"config\.scan\.offset_noise=-0\.1 .*>= 0"),
+      ("certainly_missing", {"scan__missing_rate": 1.0},
+       r"config\.scan\.missing_rate=1\.0 .*\[0, 1\)"),
+      ("not_a_flag", {"scan__enabled": "yes"}, r"config\.scan\.enabled='yes' .*True or False"),
+      # The grid reaches hypot(0.8, 0.5) = 0.943 m from the trunk; the heightfield models 0.6 m
+      # beyond the tile.
+      ("beyond_the_margin", {"terrain__ground": "heightfield", "families__spawn_offset": 0.2},
+       r"config\.scan\.length=1\.6 .*reaches 0\.943 m from the trunk, but the heightfield "
+       r"models only terrain\.margin=0\.6 m beyond the tile: give a smaller grid or "
+       r"terrain\.margin >= 0\.94"),
+  )
+  def test_scan_errors_name_value_and_accepted(self, changes, pattern):
+    with self.assertRaisesRegex(ValueError, pattern):
+      config_lib.validate(_with(**{"scan__enabled": True, **changes}))
+
+  def test_scan_fields_are_not_read_while_it_is_off(self):
+    config_lib.validate(_with(scan__spacing=0.0, scan__clip=(1.0, 2.0)))
+    # On a heightfield with the margin the default grid needs, it is valid on.
+    config_lib.validate(_with(scan__enabled=True, terrain__ground="heightfield",
+                              terrain__margin=1.0, families__spawn_offset=0.2))
+
   def test_lr_bounds_apply_only_to_the_adaptive_rate(self):
     config_lib.validate(_with(ppo__learning_rate=0.1, ppo__desired_kl=0.0))  # a fixed rate
 

@@ -1,7 +1,7 @@
 """The typed run configuration: one module per section, the whole run in `run.py`.
 
 Everything a run computes is decided by a `TrainConfig`. Each section (`env`, `families`,
-`panel`, `terrain`, `reward`, `network`, `ppo`, `audit`, `report`, `checkpoint`) has its own
+`panel`, `terrain`, `scan`, `reward`, `network`, `ppo`, `audit`, `report`, `checkpoint`) has its own
 module holding its dataclass, its vocabulary and its own `validate`; `run.py` holds the top
 level, the rules that tie sections together, dotted field paths and loading. Everything is
 re-exported here, so `config_lib.X` and every dotted `--config.<section>.<field>` path read the
@@ -33,6 +33,7 @@ from mjx_walk.config.run import set_field
 from mjx_walk.config.run import substeps
 from mjx_walk.config.run import TrainConfig
 from mjx_walk.config.run import validate
+from mjx_walk.config.scan import ScanConfig
 from mjx_walk.config.terrain import GROUNDS
 from mjx_walk.config.terrain import TERRAIN_TYPES
 from mjx_walk.config.terrain import TerrainConfig
@@ -40,7 +41,7 @@ from mjx_walk.config.terrain import TerrainConfig
 __all__ = [
     "ACTIVATIONS", "ALL_STRATA", "AuditConfig", "CheckpointConfig", "CommandRanges",
     "EnvConfig", "FamilyConfig", "GROUNDS", "NetworkConfig", "PanelConfig", "PPOConfig",
-    "RESUMABLE_FIELDS", "ReportConfig", "RewardConfig", "STRATA", "TERRAIN_STRATA",
+    "RESUMABLE_FIELDS", "ReportConfig", "RewardConfig", "STRATA", "ScanConfig", "TERRAIN_STRATA",
     "TERRAIN_TYPES", "TerrainConfig", "TrainConfig", "computation_changes", "default",
     "flat_fields", "from_dict", "get_field", "load_file", "set_field", "substeps", "validate",
 ]

@@ -25,6 +25,7 @@ from mjx_walk.config import panel as panel_lib
 from mjx_walk.config import ppo as ppo_lib
 from mjx_walk.config import report as report_lib
 from mjx_walk.config import reward as reward_lib
+from mjx_walk.config import scan as scan_lib
 from mjx_walk.config import terrain as terrain_lib
 from mjx_walk.config._checks import check_finite, check_positive_int, fail
 
@@ -48,6 +49,7 @@ class TrainConfig:
   families: families_lib.FamilyConfig = dataclasses.field(default_factory=families_lib.FamilyConfig)
   panel: panel_lib.PanelConfig = dataclasses.field(default_factory=panel_lib.PanelConfig)
   terrain: terrain_lib.TerrainConfig = dataclasses.field(default_factory=terrain_lib.TerrainConfig)
+  scan: scan_lib.ScanConfig = dataclasses.field(default_factory=scan_lib.ScanConfig)
   checkpoint: checkpoint_lib.CheckpointConfig = dataclasses.field(
       default_factory=checkpoint_lib.CheckpointConfig)
   audit: audit_lib.AuditConfig = dataclasses.field(default_factory=audit_lib.AuditConfig)
@@ -172,6 +174,7 @@ def validate(config: TrainConfig) -> TrainConfig:
   families_lib.validate(config.families)
   panel_lib.validate(config.panel)
   terrain_lib.validate(config.terrain)
+  scan_lib.validate(config.scan)
   checkpoint_lib.validate(config.checkpoint)
   audit_lib.validate(config.audit)
   report_lib.validate(config.report)
@@ -241,6 +244,14 @@ def _validate_across_sections(config: TrainConfig) -> None:
       fail("env.terminate_on_body_contact", False,
            "on a heightfield the trunk and thighs do not collide with the ground, so their "
            "contact must end the episode")
+    # The scan reads the modelled ground, from a trunk on the tile: every point must stay on
+    # the margin.
+    scan = config.scan
+    if scan.enabled and scan.reach > terrain.margin:
+      fail("scan.length", scan.length,
+           f"with scan.width={scan.width} the scan reaches {scan.reach:.3f} m from the trunk, "
+           f"but the heightfield models only terrain.margin={terrain.margin} m beyond the "
+           f"tile: give a smaller grid or terrain.margin >= {scan.reach:.2f}")
 
 
 def substeps(config: TrainConfig, timestep: float) -> int:
@@ -259,6 +270,7 @@ def from_dict(values: dict[str, Any]) -> TrainConfig:
       "families": families_lib.FamilyConfig,
       "panel": panel_lib.PanelConfig,
       "terrain": terrain_lib.TerrainConfig,
+      "scan": scan_lib.ScanConfig,
       "checkpoint": checkpoint_lib.CheckpointConfig,
       "audit": audit_lib.AuditConfig,
       "report": report_lib.ReportConfig,

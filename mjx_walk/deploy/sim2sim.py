@@ -59,6 +59,7 @@ from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import env_state
 from mjx_walk.sim import families
 from mjx_walk.sim import ground as ground_lib
+from mjx_walk.sim import height_scan
 from mjx_walk.sim import observations
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
@@ -74,6 +75,12 @@ COMPARED = ("success_rate", "fall_rate", "episode_length", "lin_vel_error", "yaw
 """The per-stratum figures compared; the gap is C MuJoCo minus MJX."""
 TARGETS = {"fall_rate": 0.05, "lin_vel_error": 0.05}
 """The largest gaps (absolute) at which a stratum's behaviour counts as carried over."""
+
+RAY_START = 0.5
+"""How far above the trunk's height plus the scan's lowest reading each scan ray starts, m."""
+_FLOOR_GROUP = np.array([1, 0, 0, 0, 0, 0], np.uint8)
+"""Geom groups the scan's rays see: group 0, the floor's alone (the robot's geoms are in groups 2
+and 3)."""
 
 Act = Callable[[np.ndarray], np.ndarray]
 """A policy: float32 [N, O] policy observations -> float32 [N, A] actions (clipped or raw)."""
@@ -115,6 +122,9 @@ class _World:
   heights: np.ndarray | None = None
   """float32 [nodes, nodes]: on a heightfield, the family's ground (also in the model's
   `hfield_data`); None on the plane."""
+  ground: tuple[mujoco.MjModel, mujoco.MjData] | None = None
+  """With a height scan on a heightfield: the family's ground alone, for the scan's rays
+  (`CMuJoCoPanel._ray_ground`); None otherwise (the rays see the world's own floor)."""
 
 
 class CMuJoCoPanel:
@@ -144,6 +154,9 @@ class CMuJoCoPanel:
     self._qpos_adr = np.asarray(robot.qpos_joint_adr)
     self._qvel_adr = np.asarray(robot.qvel_joint_adr)
     self._family_fields = self._drawn_fields()  # {field: [E, ...]}
+    self._scan_points = None  # float32 [S, 2], with a height scan
+    if self.env.scan_config is not None:
+      self._scan_points = height_scan.grid_points(self.env.scan_config)
     self.grid = self.env.grid
     """The heightfield's shape (`terrain.Grid`), or None on the plane."""
     self._grounds = None  # float32 [E, nodes, nodes]: each evaluation family's heights
@@ -216,6 +229,7 @@ class CMuJoCoPanel:
     gravity = np.asarray(self.family_params.gravity, np.float64)  # [N, 3]
     num_families = len(self.manifest.eval_families)
     models = {}  # family -> its floor's model, compiled once
+    grounds = {}  # family -> its ground for the scan's rays, with a scan on a heightfield
     worlds = []
     for j in range(self.num_envs):
       family = j % num_families
@@ -226,10 +240,14 @@ class CMuJoCoPanel:
       model = copy.copy(models[family])
       for name, values in self._family_fields.items():
         getattr(model, name)[:] = values[family]
-      heights = None
+      heights = ground = None
       if self._grounds is not None:
         heights = self._grounds[family]
         model.hfield_data[:] = heights.reshape(-1)  # the one heightfield: the floor's
+        if self.env.scan_config is not None:
+          if family not in grounds:
+            grounds[family] = self._ray_ground(heights, rotation)
+          ground = grounds[family]
       data = mujoco.MjData(model)
       qpos = np.asarray(start.data.qpos[j], np.float64)
       qvel = np.asarray(start.data.qvel[j], np.float64)
@@ -239,8 +257,35 @@ class CMuJoCoPanel:
       data.qvel[:] = qvel
       data.qvel[0:3] = rotation @ qvel[0:3]  # the free joint's angular velocity is in its frame
       data.ctrl[:] = np.asarray(start.data.ctrl[j], np.float64)
-      worlds.append(_World(model=model, data=data, rotation=rotation, heights=heights))
+      # Poses for what is read before the first step (the height scan's rays); every mj_step
+      # computes them again from qpos.
+      mujoco.mj_kinematics(model, data)
+      worlds.append(_World(model=model, data=data, rotation=rotation, heights=heights,
+                           ground=ground))
     return worlds, start
+
+  def _ray_ground(self, heights: np.ndarray, rotation: np.ndarray
+                  ) -> tuple[mujoco.MjModel, mujoco.MjData]:
+    """A model holding only the family's heightfield, posed as the world's floor, for the scan's
+    rays. MuJoCo's heightfield is a surface over a solid base whose top is the geom's z = 0, and
+    its ray test hits that top: a ground below 0 (the stairs' pit) would read as level there. So
+    this copy holds the heights raised by the ground's depth, as MuJoCo expects them (0 to the
+    top of the field's size), with the geom lowered by as much. The world's own floor, which the
+    robot collides with, is left as it is."""
+    depth = max(0.0, -float(heights.min()))
+    top = max(float(heights.max()) + depth, 1e-3)
+    grid = self.grid
+    spec = mujoco.MjSpec()
+    spec.add_hfield(name="ground", nrow=grid.nodes, ncol=grid.nodes,
+                    size=[grid.half_size, grid.half_size, top, 0.1],
+                    userdata=[0.0] * (grid.nodes * grid.nodes))
+    spec.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="ground",
+                            pos=rotation @ np.array([0.0, 0.0, -depth]), quat=_quat(rotation))
+    model = spec.compile()
+    model.hfield_data[:] = ((heights.astype(np.float64) + depth) / top).reshape(-1)
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    return model, data
 
   def _compile(self) -> dict[str, Callable[..., Any]]:
     """The env's own per-step rules, batched over the panel's envs and jitted."""
@@ -281,13 +326,46 @@ class CMuJoCoPanel:
     return fns
 
   def readings(self, worlds: list[_World]) -> observations.Readings:
-    """What every robot measures now, in its own world frame. Leaves [N, ...] float32."""
+    """What every robot measures now, in its own world frame, the height scan (with one) by
+    `scan`. Leaves [N, ...] float32."""
     qpos = np.stack([w.data.qpos for w in worlds])  # [N, nq]
     qvel = np.stack([w.data.qvel for w in worlds])  # [N, nv]
     down = np.tile([0.0, 0.0, -1.0], (len(worlds), 1))
+    scans = None
+    if self.env.scan_config is not None:
+      scans = np.stack([self.scan(w) for w in worlds])  # [N, S]
     return jax.tree.map(lambda x: np.asarray(x, np.float32), observations.Readings(
         quat=qpos[:, 3:7], lin_vel=qvel[:, 0:3], ang_vel=qvel[:, 3:6], down=down,
-        joint_pos=qpos[:, self._qpos_adr], joint_vel=qvel[:, self._qvel_adr]))
+        joint_pos=qpos[:, self._qpos_adr], joint_vel=qvel[:, self._qvel_adr],
+        height_scan=scans))
+
+  def scan(self, world: _World) -> np.ndarray:
+    """float64 [S]: the height scan of a world's robot by C MuJoCo's own ray casting (`mj_ray`
+    against the floor geom's group: the plane, the inclined floor, or the family's heightfield
+    (`_ray_ground`)), not by the env's surface code. Each point of the grid (`height_scan.grid_points`, in the trunk's
+    yaw frame under vertical gravity) casts a ray straight down from `RAY_START` above the
+    trunk's height; the reading is the distance to the hit minus that lift, clipped, and
+    `clip[1]` where nothing is hit."""
+    scan = self.env.scan_config
+    data = world.data
+    rotation = np.zeros(9)
+    mujoco.mju_quat2Mat(rotation, data.qpos[3:7])
+    forward = rotation.reshape(3, 3)[:, 0]  # the trunk's x axis, world frame
+    heading = np.array([forward[0], forward[1], 0.0])
+    heading /= max(np.linalg.norm(heading), 1e-9)
+    left = np.cross([0.0, 0.0, 1.0], heading)
+    lift = RAY_START - scan.clip[0]
+    points = self._scan_points.astype(np.float64)  # [S, 2]
+    starts = (data.qpos[0:3] + points[:, 0:1] * heading + points[:, 1:2] * left
+              + np.array([0.0, 0.0, lift]))
+    down = np.array([0.0, 0.0, -1.0])
+    geomid = np.zeros(1, np.int32)
+    readings = np.empty(len(points))
+    model, ray_data = world.ground or (world.model, data)
+    for k, start in enumerate(starts):
+      distance = mujoco.mj_ray(model, ray_data, start, down, _FLOOR_GROUP, 1, -1, geomid)
+      readings[k] = scan.clip[1] if distance < 0 else distance - lift
+    return np.clip(readings, scan.clip[0], scan.clip[1])
 
   def _floor_frame(self, world: _World, points: np.ndarray) -> np.ndarray:
     """World points [..., 3] in MJX's frame, where the floor (or heightfield) is level."""
@@ -376,13 +454,14 @@ class CMuJoCoPanel:
     trunk = env.robot.trunk_body_id
     clip = env.env_config.action_clip
     for _ in range(env.episode_steps):
+      # The wrap first: the height scan reads the ground from the tile, as MJX's does.
+      self.wrap([worlds[j] for j in np.flatnonzero(stats.alive)])
       obs, command = self.observe(worlds, step, last_action, gait_phase)
       action = np.clip(np.asarray(act(np.asarray(obs)), np.float32), -clip, clip)  # [N, A]
       history, targets, push = jax.device_get(
           self._step_fns["actuate"](self.family_params, history, action, step))
       finite = np.ones(num_envs, bool)
       body_contact = np.zeros(num_envs, bool)
-      self.wrap([worlds[j] for j in np.flatnonzero(stats.alive)])
       for j in np.flatnonzero(stats.alive):
         world = worlds[j]
         world.data.ctrl[:] = targets[j]

@@ -44,6 +44,7 @@ from mjx_walk import config as config_lib
 from mjx_walk.sim import endings
 from mjx_walk.sim import families
 from mjx_walk.sim import ground as ground_lib
+from mjx_walk.sim import height_scan
 from mjx_walk.sim import observations
 from mjx_walk.sim import rewards
 from mjx_walk.sim import robots
@@ -148,8 +149,14 @@ class LocomotionEnv:
     self.episode_steps = self.endings.episode_steps
     self._gait_offsets = jnp.asarray(
         [observations.TROT_OFFSETS[name] for name in self.foot_names], jnp.float32)  # [F]
-    self.policy_layout = observations.policy_layout(config.env, self.action_size,
-                                                    self.foot_names)
+    self.scan_config = config.scan if config.scan.enabled else None
+    """The height scan's section (`mjx_walk.sim.height_scan`), or None without a scan."""
+    self._scan_points = None  # float32 [S, 2]
+    if self.scan_config is not None:
+      self._scan_points = jnp.asarray(height_scan.grid_points(config.scan))
+    self.policy_layout = observations.policy_layout(
+        config.env, self.action_size, self.foot_names,
+        height_scan.block(config.scan) if self.scan_config is not None else None)
     """The policy observation's blocks (`mjx_walk.sim.observations`)."""
     self.reward_scales = rewards.scales(config.reward)
     """The non-zero reward scales: the terms each step evaluates and reports."""
@@ -219,6 +226,10 @@ class LocomotionEnv:
       ground = self._ground(k_level, level)
       field = terrain_lib.heights(self.terrain_config, family.terrain, ground.level)
     env = self.env_config
+    scan_offset = None
+    if self.scan_config is not None:
+      key, k_offset = jax.random.split(key)
+      scan_offset = height_scan.draw_offset(self.scan_config, env.obs_noise_scale, k_offset)
     data = self._spawn(k_joint, k_vel, family, field)
     foot_height = ground_lib.foot_heights(self.ground, field, data.geom_xpos)  # [F]
     step = jnp.zeros((), jnp.int32)
@@ -232,8 +243,9 @@ class LocomotionEnv:
         episode_return=jnp.zeros(()),
         foot_xy=data.geom_xpos[self.ground.foot_geoms, :2],
         gait_phase=jax.random.uniform(k_phase) if env.gait_hz else jnp.zeros(()),
+        scan_offset=scan_offset,
     )
-    obs = self._observe(self.readings(data, family), task, k_obs, foot_height)
+    obs = self._observe(self.readings(data, family, field), task, k_obs, foot_height)
     signals, metrics = self._no_step_yet()
     if ground is not None:
       metrics.update(self._terrain_metrics(family, ground, ground, jnp.zeros((), bool)))
@@ -315,24 +327,40 @@ class LocomotionEnv:
 
   # OBSERVATIONS
 
-  def readings(self, data: mjx.Data, family: families.FamilyParams) -> observations.Readings:
-    """What the robot measures in this physics state. The direction of gravity is the
-    family's (tilted on a slope), as an IMU would measure it."""
+  def readings(self, data: mjx.Data, family: families.FamilyParams,
+               field: jax.Array | None) -> observations.Readings:
+    """What the robot measures in this physics state, on the ground `field` (None: the plane).
+    The direction of gravity is the family's (tilted on a slope), as an IMU would measure it;
+    the height scan, with one, is clean (the policy's noise is added by `_observe`)."""
     down = family.gravity / jnp.maximum(jnp.linalg.norm(family.gravity), 1e-6)  # [3]
+    scan = None
+    if self.scan_config is not None:
+      position = data.qpos[0:3]
+      if self.grid is not None:  # read from the tile, as after the next step's WRAP
+        position = position.at[0:2].add(-terrain_lib.wrap(self.grid, position[0:2]))
+      scan = height_scan.measure(self.scan_config, self.ground, field, self._scan_points,
+                                 position, data.qpos[3:7], down)  # [S]
     return observations.Readings(
         quat=data.qpos[3:7], lin_vel=data.qvel[0:3], ang_vel=data.qvel[3:6], down=down,
-        joint_pos=data.qpos[self._qpos_adr], joint_vel=data.qvel[self._qvel_adr])
+        joint_pos=data.qpos[self._qpos_adr], joint_vel=data.qvel[self._qvel_adr],
+        height_scan=scan)
 
   def _observe(self, readings: observations.Readings, task: TaskState, key: jax.Array,
                foot_height: jax.Array) -> Observation:
     """Builds the noisy policy observation and the noise-free privileged critic observation
-    from the sensors' `readings` and each foot's clearance [F]."""
+    from the sensors' `readings` and each foot's clearance [F]. The critic reads the clean
+    height scan; the policy reads it with the scan's own noise (`height_scan.corrupt`)."""
     env = self.env_config
     layout = self.policy_layout
     clean = observations.policy_blocks(
         layout, readings, observations.TaskInputs(task.command, task.last_action, task.gait_phase),
         self._default_pose)
+    if self.scan_config is not None:
+      key, k_scan = jax.random.split(key)
     noisy = observations.add_noise(layout, env, clean, key)
+    if self.scan_config is not None:
+      noisy[-1] = height_scan.corrupt(self.scan_config, env.obs_noise_scale, clean[-1],
+                                      task.scan_offset, k_scan)  # the scan is the last block
     critic = clean + [
         (foot_height < env.foot_contact_distance).astype(jnp.float32),  # F foot contacts
         foot_height,  # F foot heights
@@ -479,7 +507,7 @@ class LocomotionEnv:
                finite: jax.Array) -> _Measured:
     """MEASURE: what the later stages read of the physics state the step ended in, each once:
     the sensors, the trunk frame, the ground under the trunk, body contact and the feet."""
-    readings = self.readings(data, state.family)
+    readings = self.readings(data, state.family, field)
     lin_vel, ang_vel, gravity = observations.trunk_frame(readings)
     return _Measured(
         readings=readings, lin_vel=lin_vel, ang_vel=ang_vel, gravity=gravity,
@@ -533,6 +561,7 @@ class LocomotionEnv:
         episode_return=state.task.episode_return + reward,
         foot_xy=feet.xy,
         gait_phase=self.next_gait_phase(state.task.gait_phase),
+        scan_offset=state.task.scan_offset,
     )
 
   def next_gait_phase(self, phase: jax.Array) -> jax.Array:

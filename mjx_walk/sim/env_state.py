@@ -45,6 +45,9 @@ class TaskState:
   gait_phase: jax.Array
   """float32 []: the trot clock in [0, 1), advanced by gait_hz / control_hz per step; random at
   reset. Constant 0 without a clock (`env.gait_hz` = 0)."""
+  scan_offset: jax.Array | None = None
+  """float32 []: this episode's vertical offset of the height scan the policy reads, m
+  (`height_scan.draw_offset`); None without a scan."""
 
 
 @flax.struct.dataclass

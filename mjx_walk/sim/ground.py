@@ -73,6 +73,28 @@ def height_above(geometry: Geometry, field: jax.Array | None, position: jax.Arra
   return position[2] - terrain_lib.surface(field, geometry.grid, position[0:2])[0]
 
 
+def depth_below(geometry: Geometry, field: jax.Array | None, points: jax.Array,
+                down: jax.Array, iterations: int = 3) -> jax.Array:
+  """float32 [...]: how far each point [..., 3] is above the ground along the unit vector
+  `down` [3] (gravity's direction), m: the distance a ray from the point along `down` travels to
+  the ground (negative when the ground is above the point).
+
+  On the plane the ray meets z = 0 exactly. On a heightfield it meets the surface where
+  z + t * down_z = surface(xy + t * down_xy): exact in one evaluation under vertical gravity,
+  and under tilted gravity the fixed point of `iterations` evaluations, which converges while
+  the surface's gradient times tan(tilt) stays below 1 (a flat or gently sloped ground under the
+  slope stratum's tilt).
+  """
+  rise = -down[2]  # > 0: gravity points down through the floor
+  if field is None:
+    return points[..., 2] / rise
+  t = jnp.zeros(points.shape[:-1], points.dtype)
+  for _ in range(iterations):
+    xy = points[..., :2] + t[..., None] * down[:2]
+    t = (points[..., 2] - terrain_lib.surface(field, geometry.grid, xy)[0]) / rise
+  return t
+
+
 def foot_heights(geometry: Geometry, field: jax.Array | None,
                  geom_xpos: jax.Array) -> jax.Array:
   """float32 [F]: each foot sphere's clearance, m: its lowest point above z = 0 on the plane;

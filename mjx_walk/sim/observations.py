@@ -47,6 +47,9 @@ class Readings(NamedTuple):
   """[A]: actuated joint angles, rad, in actuator order."""
   joint_vel: jax.Array
   """[A]: actuated joint velocities, rad/s."""
+  height_scan: jax.Array | None = None
+  """[S]: the height scan (`mjx_walk.sim.height_scan`), m, as the robot's elevation map gives it;
+  None without one."""
 
 
 class TaskInputs(NamedTuple):
@@ -70,7 +73,11 @@ class Block:
   description: str
   noise: str | None
   """The `config.EnvConfig` field holding this block's uniform noise half-width (scaled by
-  `env.obs_noise_scale`); None for a noise-free block."""
+  `env.obs_noise_scale`); None for a block without it (noise-free, or noised by its own module,
+  as the height scan)."""
+  details: tuple[tuple[str, Any], ...] = ()
+  """More about the block for a robot-side program, (key, plain value) pairs: the height scan's
+  grid and the place of each point."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +102,7 @@ class Layout:
     """The layout as plain data: name, offset, size, units and description of each block."""
     offsets = self.offsets()
     return [{"name": b.name, "offset": offsets[b.name], "size": b.size, "units": b.units,
-             "description": b.description} for b in self.blocks]
+             "description": b.description, **dict(b.details)} for b in self.blocks]
 
 
 def rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
@@ -122,8 +129,10 @@ def gait_clock_definition(env: config_lib.EnvConfig, foot_names: tuple[str, ...]
 
 
 def policy_layout(env: config_lib.EnvConfig, num_actions: int,
-                  foot_names: tuple[str, ...] = tuple(TROT_OFFSETS)) -> Layout:
-  """The policy observation's blocks for an env config and a robot with `num_actions` joints."""
+                  foot_names: tuple[str, ...] = tuple(TROT_OFFSETS),
+                  height_scan: Block | None = None) -> Layout:
+  """The policy observation's blocks for an env config and a robot with `num_actions` joints;
+  `height_scan` (`mjx_walk.sim.height_scan.block`) comes last, after the others' places."""
   a = num_actions
   blocks = [
       Block("base_lin_vel", 3, "m/s", "trunk linear velocity in the trunk frame (x forward, "
@@ -142,6 +151,8 @@ def policy_layout(env: config_lib.EnvConfig, num_actions: int,
   ]
   if env.gait_hz:
     blocks.append(Block("gait_clock", 2, "1", gait_clock_definition(env, foot_names), None))
+  if height_scan is not None:
+    blocks.append(height_scan)
   return Layout(tuple(blocks))
 
 
@@ -163,6 +174,7 @@ def _values(readings: Readings, task: TaskInputs, default_pose: jax.Array
       "joint_vel": lambda: readings.joint_vel,
       "last_action": lambda: task.last_action,
       "gait_clock": clock,
+      "height_scan": lambda: readings.height_scan,
   }
 
 
