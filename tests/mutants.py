@@ -56,6 +56,11 @@ CHECKSUMS = ("tests/test_checkpoint.py::SaveRestoreTest::test_changed_array_data
 LAYOUT = ("tests/test_checkpoint.py::SaveRestoreTest::test_other_network_sizes_are_refused_"
           "naming_the_field_and_the_leaves",)
 RUN_FOLDER = ("tests/test_run_folder.py",)
+SCAN_FRAME = ("tests/test_height_scan.py::ScanTest",
+              "tests/test_sim2sim.py::HeightScanWorldsTest")
+SCAN_WRAP = ("tests/test_height_scan.py::TileEdgeTest",)
+SCAN_CRITIC = ("tests/test_height_scan.py::EnvScanTest",)
+SCAN_LAYOUT = ("tests/test_height_scan.py::GridTest",)
 FINITE = ("tests/test_config.py::ValidateTest",)
 SCHEDULE = ("tests/test_runner_schedule.py",)
 LAYERS = ("tests/test_layers.py",)
@@ -620,6 +625,21 @@ MUTANTS = (
            "    x = g.node(\"Clip\", x, g.constant(-normalizer.CLIP, \"normalizer/low\"),\n"
            "               g.constant(normalizer.CLIP, \"normalizer/high\"))\n",
            "    x = g.node(\"Identity\", x)\n", EXPORT_NORMALIZER_CLIP),
+    # The height scan: its grid fixed in the world's axes instead of the trunk's yaw frame; read
+    # from a trunk past the tile's edge without the wrap (beyond the modelled margin); the
+    # critic given the policy's noisy scan; the points' order reversed in the ONNX metadata.
+    Mutant("scan_in_the_world_frame", "mjx_walk/sim/height_scan.py",
+           "  heading = forward - jnp.dot(forward, up) * up\n",
+           "  heading = jnp.array([1.0, 0.0, 0.0]) - up[0] * up\n", SCAN_FRAME),
+    Mutant("scan_read_before_the_wrap", "mjx_walk/sim/env.py",
+           "        position = position.at[0:2].add(-terrain_lib.wrap(self.grid, position[0:2]))\n",
+           "        position = position\n", SCAN_WRAP),
+    Mutant("scan_critic_given_the_noisy_scan", "mjx_walk/sim/env.py",
+           "      noisy[-1] = height_scan.corrupt(",
+           "      noisy[-1] = clean[-1] = height_scan.corrupt(", SCAN_CRITIC),
+    Mutant("scan_metadata_order_reversed", "mjx_walk/sim/height_scan.py",
+           "      \"points\": grid_points(scan).round(6).tolist(),\n",
+           "      \"points\": grid_points(scan)[::-1].round(6).tolist(),\n", SCAN_LAYOUT),
     # The LAPACK split gated on a release line whose jaxlib does not fan batches out.
     Mutant("cpu_lapack_split_on_the_wrong_line", "mjx_walk/learn/cpu_lapack.py",
            "FANS_OUT = sharding.JAXLIB_RELEASE == (0, 10)",

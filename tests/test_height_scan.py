@@ -150,12 +150,12 @@ class TileEdgeTest(absltest.TestCase):
     data = env_lib.mjx.make_data(env.model)
 
     def scan(x):
-      qpos = data.qpos.at[0:3].set(jnp.array([x, 0.3, 0.4])).at[3:7].set(jnp.asarray(TURNED))
+      qpos = data.qpos.at[0:3].set(jnp.array([x, 0.3, 0.4])).at[3:7].set(jnp.asarray(LEVEL))
       return np.asarray(env.readings(data.replace(qpos=qpos), family, field).height_scan)
 
-    # 0.2 m past the edge, the front points (0.943 m further) are beyond the 1 m margin; from
-    # the tile, one period back, they are on it.
-    past, on_tile = scan(2.0 + 0.2), scan(-2.0 + 0.2)
+    # 0.3 m past the edge, the front row (0.8 m ahead) is beyond the 1 m margin; from the tile,
+    # one period back, it is on it.
+    past, on_tile = scan(2.0 + 0.3), scan(-2.0 + 0.3)
     self.assertGreater(np.ptp(on_tile), 0.02)  # rough ground: the readings differ
     np.testing.assert_allclose(past, on_tile, atol=1e-5)
 

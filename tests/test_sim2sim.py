@@ -13,6 +13,7 @@ import math
 import pathlib
 import shutil
 import tempfile
+import types
 from unittest import mock
 
 from absl.testing import absltest
@@ -427,6 +428,79 @@ class HeightfieldWorldsTest(absltest.TestCase):
     for stratum, figures in summary["strata"].items():
       ended = {reason: n for reason, n in figures["reset"].items() if n}
       self.assertEqual(ended, {"body_contact" if stratum == "slope" else "timeout": 1}, stratum)
+
+
+class HeightScanWorldsTest(parameterized.TestCase):
+  """C MuJoCo's ray-cast height scan (`CMuJoCoPanel.scan`, `mj_ray`) against the env's
+  (`height_scan.measure` through `LocomotionEnv.readings`) on every stratum's ground: at rest
+  (the panel's first observation) and at poses an episode reaches (moved, turned, tilted), on a
+  heightfield and on the plane, whose slope stratum is an inclined floor in C MuJoCo and tilted
+  gravity in MJX."""
+
+  @parameterized.named_parameters(
+      ("heightfield", dict(terrain__ground="heightfield", terrain__margin=1.0,
+                           families__spawn_offset=0.2,
+                           panel__strata=("flat", "slope", "stairs", "rough", "obstacles"))),
+      ("plane", dict(panel__strata=("flat", "slope"))),
+  )
+  def test_the_two_scans_agree_within_a_millimetre(self, changes):
+    config = _panel_config(panel__envs_per_family=1, scan__enabled=True, **changes)
+    manifest = families.make_manifest(config)
+    world = sim2sim.CMuJoCoPanel(config, manifest)
+    worlds, start = world.worlds()
+    env, num = world.env, len(worlds)
+    layout = env.policy_layout
+    at = slice(layout.offsets()["height_scan"], layout.size)
+    # At rest: the observation's scan block, from the same reset, in both simulators.
+    obs, _ = world.observe(worlds, np.zeros(num, np.int32), np.asarray(start.task.last_action),
+                           np.asarray(start.task.gait_phase))
+    np.testing.assert_allclose(np.asarray(obs)[:, at], np.asarray(start.obs["policy"])[:, at],
+                               atol=1e-3)
+    strata = [manifest.eval_families[j % len(manifest.eval_families)].stratum
+              for j in range(num)]
+    slope = strata.index("slope")
+    rest = np.asarray(obs)[slope, at]
+    self.assertGreater(np.ptp(rest), 0.2)  # the slope is seen along gravity
+    # Mid-episode poses: the trunk moved on the tile, turned, rolled and pitched, in MJX's frame
+    # (the floor's), carried into each C world by its rotation.
+    rng = np.random.default_rng(0)
+    data = mjx.make_data(env.model)
+    mjx_scan = jax.jit(lambda qpos, family, field: env.readings(
+        data.replace(qpos=qpos), family, field).height_scan)
+    for j, c_world in enumerate(worlds):
+      family = jax.tree.map(lambda x: x[j], world.family_params)
+      for _ in range(3):
+        qpos = np.asarray(start.data.qpos[j], np.float64).copy()
+        half = np.asarray(rng.uniform(-0.3, 0.3, 3))
+        yaw = rng.uniform(-np.pi, np.pi)
+        turn = np.zeros(4)
+        mujoco.mju_euler2Quat(turn, [half[0], half[1], yaw], "xyz")
+        qpos[0:2] = rng.uniform(-1.5, 1.5, 2)
+        qpos[2] = 0.25 + rng.uniform(0.0, 0.2) + (
+            0.0 if c_world.heights is None else float(terrain.surface(
+                jnp.asarray(c_world.heights), world.grid, jnp.asarray(qpos[0:2]))[0]))
+        qpos[3:7] = turn
+        c_world.data.qpos[0:3] = c_world.rotation @ qpos[0:3]
+        mujoco.mju_mulQuat(c_world.data.qpos[3:7], sim2sim._quat(c_world.rotation), qpos[3:7])
+        mujoco.mj_kinematics(c_world.model, c_world.data)
+        expected = np.asarray(mjx_scan(jnp.asarray(qpos, jnp.float32), family,
+                                       None if c_world.heights is None
+                                       else jnp.asarray(c_world.heights)))
+        np.testing.assert_allclose(world.scan(c_world), expected, atol=1e-3,
+                                   err_msg=f"{strata[j]}, pose {qpos[:7].round(3)}")
+
+
+  def test_a_robot_geom_in_the_floors_group_is_refused(self):
+    robot = robots.load("go2")
+    np.testing.assert_array_equal(sim2sim._floor_groups(robot), [1, 0, 0, 0, 0, 0])
+    model = copy.copy(robot.mj_model)
+    trunk = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "trunk_collision")
+    model.geom_group[trunk] = 0
+    with self.assertRaisesRegex(robots.RobotError, r"the height scan's rays see only the "
+                                r"floor's geom group 0, but the geoms \['trunk_collision'\] are "
+                                r"in it too: give them another group"):
+      sim2sim._floor_groups(types.SimpleNamespace(mj_model=model,
+                                                  floor_geom_id=robot.floor_geom_id))
 
 
 class GapsTest(absltest.TestCase):

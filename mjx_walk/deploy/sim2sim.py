@@ -8,7 +8,8 @@ The same as the MJX panel (`mjx_walk.evaluation.panel`), by construction:
     payload and its position, joint friction, motor strength; `families.MODEL_FIELDS`) are
     copied into each env's C model, and the command schedule, the pushes and the actuator delay
     come from the env's own `command`, `push_force` and `actuate`;
-  * the observation (`observations.policy_observation`, from the one layout), the termination
+  * the observation (`observations.policy_observation`, from the one layout; its height scan, with
+    one, cast by C MuJoCo's own rays, `CMuJoCoPanel.scan`), the termination
     rules (`endings.end_reason`), the tracking errors (`env.tracking_errors`) and the
     per-stratum summary (`panel.summarize`).
 
@@ -78,9 +79,26 @@ TARGETS = {"fall_rate": 0.05, "lin_vel_error": 0.05}
 
 RAY_START = 0.5
 """How far above the trunk's height plus the scan's lowest reading each scan ray starts, m."""
-_FLOOR_GROUP = np.array([1, 0, 0, 0, 0, 0], np.uint8)
-"""Geom groups the scan's rays see: group 0, the floor's alone (the robot's geoms are in groups 2
-and 3)."""
+
+
+def _floor_groups(robot: robots.Robot) -> np.ndarray:
+  """uint8 [6]: the geom groups the height scan's rays see: the floor's group alone.
+
+  Raises:
+    robots.RobotError: another geom of the scene (a part of the robot) is in the floor's group,
+      so the rays would hit it.
+  """
+  model, floor = robot.mj_model, robot.floor_geom_id
+  group = int(model.geom_group[floor])
+  shared = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or str(g)
+            for g in range(model.ngeom) if g != floor and model.geom_group[g] == group]
+  if shared:
+    raise robots.RobotError(
+        f"the height scan's rays see only the floor's geom group {group}, but the geoms "
+        f"{shared} are in it too: give them another group in the robot's MJCF")
+  seen = np.zeros(6, np.uint8)
+  seen[group] = 1
+  return seen
 
 Act = Callable[[np.ndarray], np.ndarray]
 """A policy: float32 [N, O] policy observations -> float32 [N, A] actions (clipped or raw)."""
@@ -155,8 +173,10 @@ class CMuJoCoPanel:
     self._qvel_adr = np.asarray(robot.qvel_joint_adr)
     self._family_fields = self._drawn_fields()  # {field: [E, ...]}
     self._scan_points = None  # float32 [S, 2], with a height scan
+    self._ray_groups = None  # uint8 [6]: the geom groups the scan's rays see
     if self.env.scan_config is not None:
       self._scan_points = height_scan.grid_points(self.env.scan_config)
+      self._ray_groups = _floor_groups(robot)
     self.grid = self.env.grid
     """The heightfield's shape (`terrain.Grid`), or None on the plane."""
     self._grounds = None  # float32 [E, nodes, nodes]: each evaluation family's heights
@@ -342,10 +362,10 @@ class CMuJoCoPanel:
   def scan(self, world: _World) -> np.ndarray:
     """float64 [S]: the height scan of a world's robot by C MuJoCo's own ray casting (`mj_ray`
     against the floor geom's group: the plane, the inclined floor, or the family's heightfield
-    (`_ray_ground`)), not by the env's surface code. Each point of the grid (`height_scan.grid_points`, in the trunk's
-    yaw frame under vertical gravity) casts a ray straight down from `RAY_START` above the
-    trunk's height; the reading is the distance to the hit minus that lift, clipped, and
-    `clip[1]` where nothing is hit."""
+    (`_ray_ground`)), not by the env's surface code. Each point of the grid
+    (`height_scan.grid_points`, in the trunk's yaw frame under vertical gravity) casts a ray
+    straight down from `RAY_START` above the trunk's height; the reading is the distance to the
+    hit minus that lift, clipped, and `clip[1]` where nothing is hit."""
     scan = self.env.scan_config
     data = world.data
     rotation = np.zeros(9)
@@ -363,7 +383,7 @@ class CMuJoCoPanel:
     readings = np.empty(len(points))
     model, ray_data = world.ground or (world.model, data)
     for k, start in enumerate(starts):
-      distance = mujoco.mj_ray(model, ray_data, start, down, _FLOOR_GROUP, 1, -1, geomid)
+      distance = mujoco.mj_ray(model, ray_data, start, down, self._ray_groups, 1, -1, geomid)
       readings[k] = scan.clip[1] if distance < 0 else distance - lift
     return np.clip(readings, scan.clip[0], scan.clip[1])
 

@@ -35,7 +35,6 @@ which the trainer records the early-end traces (`mjx_walk.learn.audit.EpisodeTra
 from __future__ import annotations
 
 from typing import Any
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,50 +50,13 @@ from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
 from mjx_walk.sim.endings import ResetReason
 from mjx_walk.sim.env_state import EnvState
+from mjx_walk.sim.env_state import Feet
+from mjx_walk.sim.env_state import Measured
 from mjx_walk.sim.env_state import Observation
 from mjx_walk.sim.env_state import StepSignals
 from mjx_walk.sim.env_state import TaskState
 from mjx_walk.sim import _mjx
 from mjx_walk.sim._mjx import mjx
-
-class _Feet(NamedTuple):
-  """What one step's stages read of the feet at the end of the step. F feet."""
-
-  height: jax.Array
-  """float32 [F]: lowest point of each foot sphere above the floor, m."""
-  contact: jax.Array
-  """bool [F]: height below `env.foot_contact_distance`."""
-  debounced_contact: jax.Array
-  """bool [F]: in contact now or at the start of the step (debounces one-step chatter)."""
-  first_contact: jax.Array
-  """bool [F]: a debounced touchdown after time in the air."""
-  air_time: jax.Array
-  """float32 [F]: seconds in the air, counting this step."""
-  xy: jax.Array
-  """float32 [F, 2]: world-frame horizontal position, m."""
-  speed: jax.Array
-  """float32 [F]: mean horizontal speed over the step, m/s."""
-
-
-class _Measured(NamedTuple):
-  """What the step's stages read of the physics state it ended in, each measured once."""
-
-  readings: observations.Readings
-  """What the robot's sensors read."""
-  lin_vel: jax.Array
-  """float32 [3]: trunk linear velocity, trunk frame, m/s."""
-  ang_vel: jax.Array
-  """float32 [3]: trunk angular velocity, trunk frame, rad/s."""
-  gravity: jax.Array
-  """float32 [3]: the family's gravity direction in the trunk frame."""
-  floor_normal: jax.Array
-  """float32 [3]: the floor's normal in the trunk frame."""
-  trunk_height: jax.Array
-  """float32 []: the trunk origin's height above the ground under it, m."""
-  body_contact: jax.Array
-  """bool []: the trunk or a thigh touches the ground (False on a non-finite step)."""
-  feet: _Feet
-
 
 def tracking_errors(lin_vel: jax.Array, ang_vel: jax.Array, command: jax.Array) -> jax.Array:
   """float32 [2]: (|v_xy - command_xy| m/s, |yaw rate - command yaw rate| rad/s), from the trunk
@@ -504,26 +466,26 @@ class LocomotionEnv:
     return data, history, finite
 
   def _measure(self, state: EnvState, data: mjx.Data, field: jax.Array | None,
-               finite: jax.Array) -> _Measured:
+               finite: jax.Array) -> Measured:
     """MEASURE: what the later stages read of the physics state the step ended in, each once:
     the sensors, the trunk frame, the ground under the trunk, body contact and the feet."""
     readings = self.readings(data, state.family, field)
     lin_vel, ang_vel, gravity = observations.trunk_frame(readings)
-    return _Measured(
+    return Measured(
         readings=readings, lin_vel=lin_vel, ang_vel=ang_vel, gravity=gravity,
         floor_normal=ground_lib.floor_normal(data.qpos[3:7]),
         trunk_height=ground_lib.height_above(self.ground, field, data.qpos[0:3]),
         body_contact=ground_lib.body_contact(self.ground, field, data) & finite,
         feet=self._feet(state, data, field))
 
-  def _feet(self, state: EnvState, data: mjx.Data, field: jax.Array | None) -> _Feet:
+  def _feet(self, state: EnvState, data: mjx.Data, field: jax.Array | None) -> Feet:
     """Each foot's height, contact, air time and mean horizontal speed over the step."""
     env = self.env_config
     height = ground_lib.foot_heights(self.ground, field, data.geom_xpos)  # [F]
     contact = height < env.foot_contact_distance  # [F]
     debounced = contact | state.task.last_contact  # [F] debounces one-step chatter
     xy = data.geom_xpos[self.ground.foot_geoms, :2]  # [F, 2]
-    return _Feet(
+    return Feet(
         height=height,
         contact=contact,
         debounced_contact=debounced,
@@ -534,7 +496,7 @@ class LocomotionEnv:
     )
 
   def _reward_inputs(self, state: EnvState, data: mjx.Data, action: jax.Array,
-                     measured: _Measured, terminated: jax.Array) -> rewards.StepInputs:
+                     measured: Measured, terminated: jax.Array) -> rewards.StepInputs:
     """REWARD: what the reward terms (`rewards.step_reward`) read of the step."""
     feet = measured.feet
     return rewards.StepInputs(
@@ -548,7 +510,7 @@ class LocomotionEnv:
         terminated=terminated)
 
   def _next_task(self, state: EnvState, action: jax.Array, action_history: jax.Array,
-                 feet: _Feet, reward: jax.Array) -> TaskState:
+                 feet: Feet, reward: jax.Array) -> TaskState:
     """The task bookkeeping at the end of the step, before any auto-reset."""
     step = state.task.step + 1
     return TaskState(
@@ -568,7 +530,7 @@ class LocomotionEnv:
     """The gait clock one control step later: advanced by gait_hz / control_hz, modulo 1."""
     return jnp.mod(phase + self.env_config.gait_hz * self.dt, 1.0)
 
-  def _signals(self, state: EnvState, measured: _Measured, finite: jax.Array) -> StepSignals:
+  def _signals(self, state: EnvState, measured: Measured, finite: jax.Array) -> StepSignals:
     """SIGNALS: what the batch audits read of the step, at its end and before any auto-reset.
 
     A non-finite step reports no change of foot contact, no foot speed and no body contact.
@@ -584,7 +546,7 @@ class LocomotionEnv:
         body_contact=measured.body_contact,
     )
 
-  def _metrics(self, state: EnvState, measured: _Measured, scaled: dict[str, jax.Array],
+  def _metrics(self, state: EnvState, measured: Measured, scaled: dict[str, jax.Array],
                task: TaskState, done: jax.Array, finite: jax.Array) -> dict[str, jax.Array]:
     """The step's logging metrics (`EnvState.metrics`); `task` is the one the step ended in."""
     command = state.task.command  # [3] the command this step was taken under

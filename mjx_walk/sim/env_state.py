@@ -5,15 +5,19 @@ physics state, the observation the policy acts on next, the last step's reward, 
 typed `StepSignals`, its seed-family draw, the task bookkeeping (`TaskState`) and, on a
 heightfield, its curriculum state. `mjx_walk.sim.env` makes and steps them; the trainer, the
 audit (`mjx_walk.learn.audit`, which reads `StepSignals`), the panel and the traces read them
-without the env.
+without the env. `Measured` and `Feet` are what one step's stages read of the physics state it
+ended in, each measured once.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import flax.struct
 import jax
 
 from mjx_walk.sim import families
+from mjx_walk.sim import observations
 from mjx_walk.sim import terrain as terrain_lib
 from mjx_walk.sim._mjx import mjx
 
@@ -113,3 +117,42 @@ class EnvState:
   terrain: terrain_lib.TerrainState | None = None
   """The env's ground and curriculum level on a heightfield; None on the plane. An auto-reset
   moves the level (`terrain.next_level`) and builds the new episode's ground."""
+
+
+class Feet(NamedTuple):
+  """What one step's stages read of the feet at the end of the step. F feet."""
+
+  height: jax.Array
+  """float32 [F]: lowest point of each foot sphere above the floor, m."""
+  contact: jax.Array
+  """bool [F]: height below `env.foot_contact_distance`."""
+  debounced_contact: jax.Array
+  """bool [F]: in contact now or at the start of the step (debounces one-step chatter)."""
+  first_contact: jax.Array
+  """bool [F]: a debounced touchdown after time in the air."""
+  air_time: jax.Array
+  """float32 [F]: seconds in the air, counting this step."""
+  xy: jax.Array
+  """float32 [F, 2]: world-frame horizontal position, m."""
+  speed: jax.Array
+  """float32 [F]: mean horizontal speed over the step, m/s."""
+
+
+class Measured(NamedTuple):
+  """What the step's stages read of the physics state it ended in, each measured once."""
+
+  readings: observations.Readings
+  """What the robot's sensors read."""
+  lin_vel: jax.Array
+  """float32 [3]: trunk linear velocity, trunk frame, m/s."""
+  ang_vel: jax.Array
+  """float32 [3]: trunk angular velocity, trunk frame, rad/s."""
+  gravity: jax.Array
+  """float32 [3]: the family's gravity direction in the trunk frame."""
+  floor_normal: jax.Array
+  """float32 [3]: the floor's normal in the trunk frame."""
+  trunk_height: jax.Array
+  """float32 []: the trunk origin's height above the ground under it, m."""
+  body_contact: jax.Array
+  """bool []: the trunk or a thigh touches the ground (False on a non-finite step)."""
+  feet: Feet
