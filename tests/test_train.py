@@ -200,6 +200,16 @@ class CommandTest(absltest.TestCase):
                         r"Only .* may change on a resume; start a new run for the others\.\n$")
     self.assertEqual(commands.folder_digest(self.run_dir), before)
 
+  def test_a_blind_run_resumed_with_the_height_scan(self):
+    # The scan adds an observation block: a blind checkpoint cannot continue with it (and the
+    # reverse is the same field changed back).
+    before = commands.folder_digest(self.run_dir)
+    ran = self.run_main(f"--resume={self.run_dir}", "--config.scan.enabled=True")
+    self.assert_refused(ran, rf"--resume={self.run_dir}: this config changes what the run "
+                        r"computes, so it would not be the same run:\n"
+                        r"  scan\.enabled: False -> True\n")
+    self.assertEqual(commands.folder_digest(self.run_dir), before)
+
   def test_unknown_field_value_is_one_line(self):
     # absl parses the flags, as `app.run` does: status 1 and its one-line message.
     ran = self.run_main("--config.num_envs=abc")

@@ -19,7 +19,10 @@ With a heightfield config (e.g. --config=experiments/recipes/go2_rough.py) the f
 also trained at the same batch, in the same rounds:
   flat_train_sps     the flat default's training chunk at the same envs, horizon and updates
   terrain_over_flat  = train_sps / flat_train_sps
-(mjx_sps then steps the nominal model, whose heightfield is flat.)
+(mjx_sps then steps the nominal model, whose heightfield is flat.) With a height scan
+(`scan.enabled`, on in go2_rough.py) the same config without it is trained too:
+  blind_train_sps    the same config, scan off, at the same batch
+  scan_over_blind    = train_sps / blind_train_sps
 
   python experiments/measurements/bench_throughput.py --config=experiments/recipes/go2_rough.py \
       --num_envs=512
@@ -27,6 +30,7 @@ also trained at the same batch, in the same rounds:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import time
@@ -53,14 +57,19 @@ def main(argv):
   cfg.num_envs, cfg.unroll_length = _NUM_ENVS.value, _UNROLL.value
   cfg.updates_per_chunk = _UPDATES.value
   config_lib.validate(cfg)
-  flat = None
+  others = {}  # name -> its config, trained at the same batch in the same rounds
   if cfg.terrain.heightfield:
     flat_cfg = config_lib.default()
     flat_cfg.num_envs, flat_cfg.unroll_length = cfg.num_envs, cfg.unroll_length
     flat_cfg.updates_per_chunk = cfg.updates_per_chunk
-    flat_trainer = trainer_lib.make_trainer(config_lib.validate(flat_cfg))
-    flat_carry = flat_trainer.init(jax.random.key(cfg.seed))
-    flat = throughput.compile_chunk(flat_trainer, flat_carry).compiled
+    others["flat"] = flat_cfg
+  if cfg.scan.enabled:
+    others["blind"] = dataclasses.replace(cfg, scan=dataclasses.replace(cfg.scan, enabled=False))
+  chunks, carries = {}, {}
+  for name, other in others.items():
+    other_trainer = trainer_lib.make_trainer(config_lib.validate(other))
+    carries[name] = other_trainer.init(jax.random.key(cfg.seed))
+    chunks[name] = throughput.compile_chunk(other_trainer, carries[name]).compiled
   trainer = trainer_lib.make_trainer(cfg)
   env = trainer.env
   n, t = cfg.num_envs, cfg.unroll_length
@@ -89,7 +98,8 @@ def main(argv):
   jax.block_until_ready(physics_rollout(env_state))
   jax.block_until_ready(policy_rollout(carry))
 
-  times = {"mjx": [], "physics": [], "rollout": [], "train": [], "flat_train": []}
+  times = {"mjx": [], "physics": [], "rollout": [], "train": [],
+           **{f"{name}_train": [] for name in others}}
   for _ in range(_REPEATS.value):
     times["mjx"].append(throughput.time_call(mjx_rollout, env_state.data))
     times["physics"].append(throughput.time_call(physics_rollout, env_state))
@@ -99,19 +109,22 @@ def main(argv):
     jax.block_until_ready(metrics)
     times["train"].append(time.perf_counter() - start)
     env_state = carry.env
-    if flat is not None:
+    for name, other in chunks.items():
       start = time.perf_counter()
-      flat_carry, metrics = flat(flat_carry)
+      carries[name], metrics = other(carries[name])
       jax.block_until_ready(metrics)
-      times["flat_train"].append(time.perf_counter() - start)
+      times[f"{name}_train"].append(time.perf_counter() - start)
 
   sps = {name: n * t / statistics.median(ts) for name, ts in times.items() if ts}
-  sps["train"] *= cfg.updates_per_chunk
-  terrain = {}
-  if flat is not None:
-    sps["flat_train"] *= cfg.updates_per_chunk
-    terrain = {"ground": cfg.terrain.ground, "flat_train_sps": round(sps["flat_train"]),
-               "terrain_over_flat": round(sps["train"] / sps["flat_train"], 3)}
+  for name in ["train"] + [f"{other}_train" for other in others]:
+    sps[name] *= cfg.updates_per_chunk
+  compared = {}
+  if "flat" in others:
+    compared.update(ground=cfg.terrain.ground, flat_train_sps=round(sps["flat_train"]),
+                    terrain_over_flat=round(sps["train"] / sps["flat_train"], 3))
+  if "blind" in others:
+    compared.update(scan_points=cfg.scan.num_points, blind_train_sps=round(sps["blind_train"]),
+                    scan_over_blind=round(sps["train"] / sps["blind_train"], 3))
   print(json.dumps({
       "num_envs": n,
       "unroll_length": t,
@@ -129,7 +142,7 @@ def main(argv):
       "compile_s": round(compile_s, 1),
       "bytes_per_env": None if chunk_bytes is None else round(chunk_bytes / n),
       "repeats": _REPEATS.value,
-      **terrain,
+      **compared,
   }))
 
 

@@ -3,9 +3,9 @@
   python experiments/measurements/learn_benchmark.py --config=experiments/recipes/go2_rough_gpu.py \
       --budget_minutes=20
 
-The rough CPU config's ground, curriculum and held-out panel (experiments/recipes/go2_rough.py)
-at the one-GPU batch of experiments/recipes/go2_flat_gpu.py (8192 envs, 24-step horizon, 4
-minibatches, (512, 256, 128) networks). The training families grow with the batch (1024, 8 envs
+The rough CPU config's ground, curriculum, height scan and held-out panel
+(experiments/recipes/go2_rough.py) at the one-GPU batch of experiments/recipes/go2_flat_gpu.py
+(8192 envs, 24-step horizon, 4 minibatches, (512, 256, 128) networks). The training families grow with the batch (1024, 8 envs
 each), so every terrain type spans many shapes. Untested on a GPU so far.
 """
 
@@ -24,6 +24,7 @@ def get_config() -> config_lib.TrainConfig:
   return dataclasses.replace(
       gpu,
       terrain=rough.terrain,
+      scan=rough.scan,
       families=dataclasses.replace(gpu.families, spawn_offset=rough.families.spawn_offset,
                                    num_train_families=1024),
       panel=dataclasses.replace(gpu.panel, strata=rough.panel.strata),
