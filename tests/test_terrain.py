@@ -595,11 +595,20 @@ class FamiliesTest(absltest.TestCase):
 
   def test_held_out_strata_stand_on_the_panel_magnitudes(self):
     want = {"rough": ({"rough"}, 0.05), "stairs": ({"stairs_up", "stairs_down"}, 0.10),
-            "obstacles": ({"obstacles"}, 0.08)}
+            "obstacles": ({"obstacles"}, 0.08),
+            "stairs_up_5cm": ({"stairs_up"}, 0.05), "stairs_up_10cm": ({"stairs_up"}, 0.10),
+            "stairs_up_15cm": ({"stairs_up"}, 0.15), "stairs_up_20cm": ({"stairs_up"}, 0.20),
+            "stairs_down_5cm": ({"stairs_down"}, 0.05),
+            "stairs_down_10cm": ({"stairs_down"}, 0.10),
+            "stairs_down_15cm": ({"stairs_down"}, 0.15),
+            "stairs_down_20cm": ({"stairs_down"}, 0.20)}
+    seen = set()
     for f in self.manifest.eval_families:
       kinds, size = want.get(f.stratum, ({"flat"}, 0.0))
       self.assertIn(f.terrain_type, kinds, f.stratum)
       self.assertEqual(f.terrain_magnitude, (size, size), f.stratum)
+      seen.add(f.stratum)
+    self.assertEqual(seen, set(config_lib.ALL_STRATA))  # stairs by riser height included
 
   def test_every_family_spawns_with_its_feet_on_the_platform(self):
     # The platform (1.2 m) is where every episode starts; the feet reach 0.35 m from the trunk.

@@ -5,8 +5,9 @@
 Every training family stands on its own periodic 4 m tile of one terrain type (rough, slope,
 stairs up, stairs down, obstacles), drawn from its seed; each env climbs or descends ten
 difficulty levels from what its episodes walked against their commands (`mjx_walk.sim.terrain`).
-The held-out panel adds the `rough`, `stairs` and `obstacles` strata to the five level-ground
-ones. The policy sees the ground around it through a height scan (`mjx_walk.sim.height_scan`);
+The held-out panel adds the `rough`, `stairs` (10 cm, up and down) and `obstacles` strata to the
+five level-ground ones, and stairs up and down by riser height (`stairs_up_5cm` ...
+`stairs_down_20cm`). The policy sees the ground around it through a height scan (`mjx_walk.sim.height_scan`);
 `--config.scan.enabled=False` trains it blind. experiments/README.md, "Terrain", has what it
 reaches and how fast it trains beside the flat default.
 """
@@ -18,7 +19,10 @@ def get_config() -> config_lib.TrainConfig:
   config = config_lib.default()
   config.terrain.ground = "heightfield"
   config.families.spawn_offset = 0.2  # on the tile's 1.2 m start platform
+  # Every stratum, the stairs also by riser height (5 to 20 cm, up and down: 16 strata), at 4
+  # families of 4 envs each: the 256 panel envs of eight strata at 8 x 4.
   config.panel.strata = config_lib.ALL_STRATA
+  config.panel.families_per_stratum = 4
   # The height scan: 17 x 11 points over 1.6 m x 1.0 m, reaching 0.94 m from the trunk, so the
   # heightfield models 1 m beyond the tile. Sensing noise: 2 cm per point and step, a 3 cm
   # offset of the whole map per episode, 2% of the points missing.

@@ -17,6 +17,8 @@ from mjx_walk.config.network import ACTIVATIONS
 from mjx_walk.config.network import NetworkConfig
 from mjx_walk.config.panel import ALL_STRATA
 from mjx_walk.config.panel import PanelConfig
+from mjx_walk.config.panel import STAIR_RISERS_CM
+from mjx_walk.config.panel import STAIR_STRATA
 from mjx_walk.config.panel import STRATA
 from mjx_walk.config.panel import TERRAIN_STRATA
 from mjx_walk.config.ppo import PPOConfig
@@ -41,7 +43,8 @@ from mjx_walk.config.terrain import TerrainConfig
 __all__ = [
     "ACTIVATIONS", "ALL_STRATA", "AuditConfig", "CheckpointConfig", "CommandRanges",
     "EnvConfig", "FamilyConfig", "GROUNDS", "NetworkConfig", "PanelConfig", "PPOConfig",
-    "RESUMABLE_FIELDS", "ReportConfig", "RewardConfig", "STRATA", "ScanConfig", "TERRAIN_STRATA",
+    "RESUMABLE_FIELDS", "ReportConfig", "RewardConfig", "STAIR_RISERS_CM", "STAIR_STRATA",
+    "STRATA", "ScanConfig", "TERRAIN_STRATA",
     "TERRAIN_TYPES", "TerrainConfig", "TrainConfig", "computation_changes", "default",
     "flat_fields", "from_dict", "get_field", "load_file", "set_field", "substeps", "validate",
 ]

@@ -259,7 +259,8 @@ def _held_out_ground(rng: np.random.Generator, terrain: config_lib.TerrainConfig
                      stratum: str, position: int) -> dict[str, Any]:
   """A held-out family's ground on a heightfield: its stratum's terrain at one magnitude, or
   flat ground for the strata that do not test terrain. The `stairs` families alternate up and
-  down with their `position` in the stratum, so the stratum holds both equally. Draws the same
+  down with their `position` in the stratum, so the stratum holds both equally; a stratum of
+  `config.STAIR_STRATA` holds one direction at one riser height. Draws the same
   numbers for every stratum."""
   seed = int(rng.integers(0, 2**31))
   upward = position % 2 == 0
@@ -267,6 +268,8 @@ def _held_out_ground(rng: np.random.Generator, terrain: config_lib.TerrainConfig
       "rough": ("rough", terrain.panel_rough_height),
       "stairs": ("stairs_up" if upward else "stairs_down", terrain.panel_stair_height),
       "obstacles": ("obstacles", terrain.panel_obstacle_height),
+      **{name: (name.rsplit("_", 1)[0], int(name.rsplit("_", 1)[1].removesuffix("cm")) / 100)
+         for name in config_lib.STAIR_STRATA},  # stairs_up_15cm: stairs_up, 0.15 m
   }.get(stratum, ("flat", 0.0))
   return dict(terrain_type=kind, terrain_seed=seed, terrain_magnitude=(float(size), float(size)))
 

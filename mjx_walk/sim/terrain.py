@@ -274,7 +274,8 @@ def deepest(cfg: config_lib.TerrainConfig) -> float:
   grid = Grid.from_config(cfg)
   half_run = (grid.tile_size - grid.platform_size) / 2
   most = math.floor(half_run / cfg.stair_width + 1e-6)
-  stairs = most * max(cfg.stair_height[1], cfg.panel_stair_height)
+  risers = (cfg.stair_height[1], cfg.panel_stair_height, max(config_lib.STAIR_RISERS_CM) / 100)
+  stairs = most * max(risers)
   slope = math.tan(math.radians(cfg.slope_degrees[1])) * half_run
   return max(stairs, slope)
 
