@@ -4,6 +4,7 @@ a short training run of the GPU recipe, all inside one wall-clock budget.
   python experiments/gpu_check.py --out_dir=$OUT       # one GPU: 4 env counts, 4 min of training
   python experiments/gpu_check.py --tiny               # the same steps, sized for the CPU
   python experiments/gpu_check.py --num_envs=16384,32768 --train_minutes=0   # counts only
+  python experiments/gpu_check.py --recipe=rough --num_envs=8192 --train_minutes=8  # terrain
 
 Prints JSON lines on stdout, one object per line, each flushed as soon as it is known (a run
 killed half-way keeps what it printed). Every line has a `kind`, the `matmul_precision` in force
@@ -23,7 +24,8 @@ and `at_s`, the seconds since the command started:
           reports none, as on the CPU); `nonfinite`, the guarded quantities that went NaN or
           inf in the timed chunks; `compile_cache_hits`, programs read from the persistent
           compilation cache instead of compiled; `predicted_s` and `seconds`.
-  train   `experiments/recipes/go2_flat_gpu.py` trained by `mjx_walk.runner.run` (the training
+  train   the recipe (--recipe: `experiments/recipes/go2_flat_gpu.py`, or go2_rough_gpu.py with
+          terrain and the height scan) trained by `mjx_walk.runner.run` (the training
           loop: ledger, checkpoints, held-out panel) for at most --train_minutes of wall-clock,
           compilation included, evaluated every --eval_every_minutes and at the end, as
           measurements/learn_benchmark.py does: `minutes_to_walk` (the first evaluation whose
@@ -62,7 +64,7 @@ work shares the cores (the budget is sized for that).
 Files, all under --out_dir (default: a new temporary folder): gpu_check.jsonl (the lines
 printed), train.log (the training run's own output) and ledger.jsonl (a copy of its ledger) at
 the top, and the bulk three folders down, where the device machine's $OUT does not send files
-back: the run folder work/runs/go2_flat_gpu and, unless JAX_COMPILATION_CACHE_DIR is set, the
+back: the run folder work/runs/go2_<recipe>_gpu and, unless JAX_COMPILATION_CACHE_DIR is set, the
 compilation cache work/cache/jax.
 
 A bad flag is refused before anything compiles or is written: one `error:` line on stderr naming
@@ -127,12 +129,21 @@ _OUT_DIR = flags.DEFINE_string(
     "temporary folder).")
 _TINY = flags.DEFINE_bool(
     "tiny", False, "The same steps, sized for the CPU: for tests and smoke checks.")
+_RECIPE = flags.DEFINE_string(
+    "recipe", "flat", "The GPU recipe measured and trained: flat (experiments/recipes/"
+    "go2_flat_gpu.py) or rough (go2_rough_gpu.py: heightfield terrain, the curriculum and the "
+    "height scan).")
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-CONFIG_FILE = "experiments/recipes/go2_flat_gpu.py"
-"""The recipe trained and measured (its `get_config()`), under the repository's root."""
-RUN_DIR = "work/runs/go2_flat_gpu"
-"""The training run's folder, under --out_dir."""
+RECIPES = {"flat": "experiments/recipes/go2_flat_gpu.py",
+           "rough": "experiments/recipes/go2_rough_gpu.py"}
+"""--recipe: the recipe trained and measured (its `get_config()`), under the repository's root."""
+
+
+def run_dir_of(recipe: str) -> str:
+  """The training run's folder, under --out_dir."""
+  return f"work/runs/go2_{recipe}_gpu"
+
 CACHE_DIR = "work/cache/jax"
 """JAX's persistent compilation cache, under --out_dir, unless JAX_COMPILATION_CACHE_DIR is set."""
 
@@ -189,6 +200,8 @@ class Plan:
   """The checked flags: what to run, in what order, within what budget."""
 
   mode: Mode
+  recipe: str
+  """A key of `RECIPES`."""
   num_envs: tuple[int, ...]
   """Ascending, without repeats."""
   train_config: config_lib.TrainConfig
@@ -346,10 +359,10 @@ class Predictor:
     self._timing = (num_envs, timing_s)
 
 
-def _config(mode: Mode) -> config_lib.TrainConfig:
+def _config(mode: Mode, recipe: str) -> config_lib.TrainConfig:
   """The recipe, shrunk by the mode, set up for a wall-clock run as `walking.for_wall_clock`
   does."""
-  config = config_lib.load_file(str(REPO / CONFIG_FILE))
+  config = config_lib.load_file(str(REPO / RECIPES[recipe]))
   for field, value in mode.shrink.items():
     config_lib.set_field(config, field, value)
   config.panel.every_chunks = 0  # evaluations follow the wall clock instead
@@ -395,12 +408,15 @@ def _check_flags(argv: list[str]) -> Plan:
   """
   if len(argv) > 1:
     cli.refuse(f"unexpected arguments: {argv[1:]}")
+  if _RECIPE.value not in RECIPES:
+    cli.refuse(f"--recipe={_RECIPE.value} is invalid: give one of {', '.join(RECIPES)}")
+  recipe = _RECIPE.value
   foreign = [name for name in _FOREIGN_FLAGS if flags.FLAGS[name].present]
   if foreign:
-    cli.refuse(f"--{foreign[0]} is not read by gpu_check.py: it trains {CONFIG_FILE} into "
-               f"<out_dir>/{RUN_DIR}; its flags are --num_envs, --train_minutes, "
+    cli.refuse(f"--{foreign[0]} is not read by gpu_check.py: it trains {RECIPES[recipe]} into "
+               f"<out_dir>/{run_dir_of(recipe)}; its flags are --num_envs, --train_minutes, "
                "--budget_minutes, --eval_every_minutes, --matmul_precision, "
-               "--updates_per_chunk, --repeats, --out_dir and --tiny")
+               "--updates_per_chunk, --repeats, --out_dir, --tiny and --recipe")
   mode = TINY if _TINY.value else GPU
   counts = _parse_counts(_NUM_ENVS.value) if _NUM_ENVS.value is not None else mode.num_envs
   value = lambda flag, default: default if flag.value is None else flag.value
@@ -411,7 +427,7 @@ def _check_flags(argv: list[str]) -> Plan:
   _number("repeats", _REPEATS.value, 1, True)
   _set_precision(_MATMUL_PRECISION.value)
 
-  train_config = _config(mode)
+  train_config = _config(mode, recipe)
   bench_configs = {}
   try:
     config_lib.validate(train_config)
@@ -433,7 +449,7 @@ def _check_flags(argv: list[str]) -> Plan:
     if held:
       cli.refuse(f"--out_dir={out_dir} already holds {', '.join(held[:5])}"
                  f"{', ...' if len(held) > 5 else ''}; give an empty or new folder")
-  return Plan(mode=mode, num_envs=counts, train_config=train_config,
+  return Plan(mode=mode, recipe=recipe, num_envs=counts, train_config=train_config,
               bench_configs=bench_configs, train_seconds=60 * train_minutes,
               budget_seconds=60 * budget, eval_every_seconds=60 * every, out_dir=out_dir)
 
@@ -467,7 +483,7 @@ def _header(plan: Plan, cache_dir: str) -> dict[str, Any]:
       "cpu_count": os.cpu_count(),
       "compilation_cache": cache_dir,
       "tiny": _TINY.value,
-      "config": CONFIG_FILE + (" (shrunk by --tiny)" if _TINY.value else ""),
+      "config": RECIPES[plan.recipe] + (" (shrunk by --tiny)" if _TINY.value else ""),
       "num_envs": list(plan.num_envs),
       "updates_per_chunk": _UPDATES.value,
       "repeats": _REPEATS.value,
@@ -527,15 +543,15 @@ def bench(config: config_lib.TrainConfig, repeats: int) -> tuple[dict[str, Any],
 
 
 def train_run(config: config_lib.TrainConfig, out_dir: pathlib.Path, wall_budget_s: float,
-              eval_every_s: float) -> dict[str, Any]:
-  """Trains `config` with the training CLI's own loop into <out_dir>/work/runs/go2_flat_gpu.
+              eval_every_s: float, recipe: str = "flat") -> dict[str, Any]:
+  """Trains `config` with the training CLI's own loop into <out_dir>/work/runs/go2_<recipe>_gpu.
 
   Its printed output goes to <out_dir>/train.log, its ledger is copied to <out_dir>/ledger.jsonl.
 
   Returns:
     The line's figures (`walking.summarize` of the ledger, and where it is).
   """
-  run_dir = out_dir / RUN_DIR
+  run_dir = out_dir / run_dir_of(recipe)
   with open(out_dir / "train.log", "w", encoding="utf-8") as log, \
       contextlib.redirect_stdout(log):
     runner.run(config, run_dir, wall_budget_seconds=wall_budget_s,
@@ -613,14 +629,16 @@ def check(plan: Plan, clock: Clock) -> int:
         wall_budget = min(plan.train_seconds, available)
         start, hits_before = time.perf_counter(), hits.count
         config = plan.train_config
-        deadline.salvage = lambda: walking.summarize(ledger.read_run(plan.out_dir / RUN_DIR))
+        deadline.salvage = lambda: walking.summarize(
+            ledger.read_run(plan.out_dir / run_dir_of(plan.recipe)))
         figures = _stage("train", lines, deadline, errors,
                          lambda: train_run(config, plan.out_dir, wall_budget,
-                                           plan.eval_every_seconds))
+                                           plan.eval_every_seconds, plan.recipe))
         deadline.salvage = None
         if figures is not None:
           ran.append("train")
-          lines.emit("train", config=CONFIG_FILE, tiny=_TINY.value, num_envs=config.num_envs,
+          lines.emit("train", config=RECIPES[plan.recipe], tiny=_TINY.value,
+                     num_envs=config.num_envs,
                      updates_per_chunk=config.updates_per_chunk,
                      wall_budget_s=round(wall_budget, 1),
                      eval_every_s=round(plan.eval_every_seconds, 1), **figures,

@@ -264,6 +264,40 @@ class FlagTest(absltest.TestCase):
     self.assert_refused("--matmul_precision=fastest",
                         "error: --matmul_precision=fastest is invalid: JAX refuses it")
 
+  def test_an_unknown_recipe(self):
+    self.assert_refused("--recipe=stairs",
+                        "error: --recipe=stairs is invalid: give one of flat, rough")
+
+
+class RecipeTest(absltest.TestCase):
+  """The recipes the check trains, as configs: read in a process of their own (the script
+  defines its flags where it is loaded), nothing compiled."""
+
+  def test_the_rough_recipe_is_terrain_with_the_height_scan_at_the_gpu_batch(self):
+    code = textwrap.dedent("""
+        import importlib.util, json, sys
+        spec = importlib.util.spec_from_file_location("gpu_check", "experiments/gpu_check.py")
+        gpu_check = importlib.util.module_from_spec(spec)
+        sys.modules["gpu_check"] = gpu_check
+        spec.loader.exec_module(gpu_check)
+        from mjx_walk import config as config_lib
+        out = {}
+        for name in ("GPU", "TINY"):
+          config = config_lib.validate(gpu_check._config(getattr(gpu_check, name), "rough"))
+          out[name] = [config.terrain.ground, config.scan.enabled, config.scan.num_points,
+                       config.num_envs, config.families.num_train_families,
+                       config.panel.num_envs]
+        out["run_dir"] = gpu_check.run_dir_of("rough")
+        print(json.dumps(out))
+        """)
+    done, _ = run_check(code=code, timeout=120)
+    self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+    out = json.loads(done.stdout.splitlines()[-1])
+    strata = len(config_lib.ALL_STRATA)
+    self.assertEqual(out["GPU"], ["heightfield", True, 187, 8192, 1024, strata * 8 * 4])
+    self.assertEqual(out["TINY"], ["heightfield", True, 187, 16, 4, strata])
+    self.assertEqual(out["run_dir"], "work/runs/go2_rough_gpu")
+
 
 if __name__ == "__main__":
   absltest.main()
