@@ -88,11 +88,13 @@ def depth_below(geometry: Geometry, field: jax.Array | None, points: jax.Array,
   rise = -down[2]  # > 0: gravity points down through the floor
   if field is None:
     return points[..., 2] / rise
-  t = jnp.zeros(points.shape[:-1], points.dtype)
-  for _ in range(iterations):
+  def refine(_, t):
     xy = points[..., :2] + t[..., None] * down[:2]
-    t = (points[..., 2] - terrain_lib.surface(field, geometry.grid, xy)[0]) / rise
-  return t
+    return (points[..., 2] - terrain_lib.surface(field, geometry.grid, xy)[0]) / rise
+
+  # A loop, not unrolled: XLA would fuse each evaluation into the next and repeat the earlier
+  # surface lookups inside it (3 unrolled evaluations took 13 times one, for 512 envs on the CPU).
+  return jax.lax.fori_loop(0, iterations, refine, jnp.zeros(points.shape[:-1], points.dtype))
 
 
 def foot_heights(geometry: Geometry, field: jax.Array | None,
