@@ -38,7 +38,8 @@ def meets_terrain_targets(strata: dict[str, dict[str, float]]) -> bool:
 def _terrain_figures(evals: list[dict], updates: list[dict]) -> dict:
   """On a heightfield run: when the terrain targets were first met, the terrain strata's curve
   (minutes, env steps, rough fall rate, rough xy error, stairs fall rate, obstacles fall rate,
-  mean curriculum level of the update before) and the last update's levels."""
+  mean curriculum level of the update before), the last update's levels, and the last
+  evaluation's stairs by riser height (None without those strata)."""
   meeting = [r for r in evals if meets_terrain_targets(r["strata"])]
   curve = []
   for r in evals:
@@ -51,11 +52,16 @@ def _terrain_figures(evals: list[dict], updates: list[dict]) -> dict:
                   round(strata["stairs"]["fall_rate"], 4),
                   round(strata["obstacles"]["fall_rate"], 4),
                   None if level is None else round(level, 3)])
+  last = evals[-1]["strata"]
   return {
       "minutes_to_terrain_targets": (
           round(meeting[0]["wall_seconds"] / 60, 2) if meeting else None),
       "terrain_curve": curve,
       "final_levels": updates[-1].get("terrain/levels") if updates else None,
+      # The last evaluation's stairs by riser height: [fall rate, success rate] per stratum.
+      "stairs_by_riser": {
+          name: [round(last[name]["fall_rate"], 4), round(last[name]["success_rate"], 4)]
+          for name in config_lib.STAIR_STRATA if name in last} or None,
   }
 
 
