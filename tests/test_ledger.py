@@ -252,6 +252,15 @@ def test_format_eval_table():
   assert len({len(line) for line in lines[1:]}) <= 2  # fixed width (resets column aside)
 
 
+def test_a_long_stratum_name_widens_the_column():
+  record = ledger.eval_record(eval_result(), update=2, env_steps=196608, wall_seconds=9.5)
+  record["strata"]["stairs_down_20cm"] = record["strata"].pop("slope")
+  lines = ledger.format_eval_table(record).splitlines()
+  # The envs column ends at the same place in the header and every row: 17 + 6 characters.
+  assert [line[:23].rstrip()[-4:] for line in lines[1:]] == ["envs", "  32", "  32"], lines
+  assert lines[3].startswith("stairs_down_20cm ")
+
+
 def test_format_recipe():
   text = ledger.format_recipe(provenance.recipe(big_config(), stand_in_manifest()))
   for piece in ("4096 envs x 24 steps = 98,304", "0.48 s", "1,966.1 robot-seconds",

@@ -226,15 +226,21 @@ def _resets(counts: dict[str, int | None]) -> str:
   return " ".join(f"{reason}={n}" for n, reason in nonzero) or "-"
 
 
+def _name_width(names: Any) -> int:
+  """The stratum column's width: 10, or one more than the longest name (`stairs_down_20cm`)."""
+  return max([10] + [len(name) + 1 for name in names])
+
+
 def format_eval_table(record: dict[str, Any]) -> str:
   """A fixed-width table of one evaluation, one row per stratum."""
+  w = _name_width(record["strata"])
   lines = [f"evaluation at update {record['update']} ({record['env_steps']:,} env steps), "
            f"panel {record.get('panel_hash')}",
-           f"{'stratum':<10}{'envs':>6}{'success':>9}{'fall':>8}{'length':>9}{'lin err':>9}"
+           f"{'stratum':<{w}}{'envs':>6}{'success':>9}{'fall':>8}{'length':>9}{'lin err':>9}"
            f"{'yaw err':>9}{'return':>10}  resets"]
   for name, s in record["strata"].items():
     lines.append(
-        f"{name:<10}{s['num_envs']:>6}{fmt(s['success_rate'], '.1%'):>9}"
+        f"{name:<{w}}{s['num_envs']:>6}{fmt(s['success_rate'], '.1%'):>9}"
         f"{fmt(s['fall_rate'], '.1%'):>8}{fmt(s['episode_length'], '.1f'):>9}"
         f"{fmt(s['lin_vel_error'], '.3f'):>9}{fmt(s['yaw_rate_error'], '.3f'):>9}"
         f"{fmt(s['return'], '.2f'):>10}  {_resets(s['reset'])}")
@@ -249,13 +255,14 @@ def format_comparison(a_record: dict[str, Any], b_record: dict[str, Any],
                       names: tuple[str, str]) -> str:
   """Two evaluations side by side: per stratum and metric, run a, run b, and b - a."""
   strata = list(a_record["strata"]) + [s for s in b_record["strata"] if s not in a_record["strata"]]
+  w = _name_width(strata)
   lines = [f"a = {names[0]} (update {a_record['update']}), b = {names[1]} "
            f"(update {b_record['update']}); d = b - a",
-           f"{'stratum':<10}" + "".join(f"{f'{label} a':>10}{'b':>8}{'d':>8}"
+           f"{'stratum':<{w}}" + "".join(f"{f'{label} a':>10}{'b':>8}{'d':>8}"
                                         for label, _, _ in _COMPARED)]
   for name in strata:
     a, b = a_record["strata"].get(name, {}), b_record["strata"].get(name, {})
-    row = f"{name:<10}"
+    row = f"{name:<{w}}"
     for _, key, spec in _COMPARED:
       va, vb = a.get(key), b.get(key)
       diff = None if va is None or vb is None else vb - va
@@ -278,6 +285,7 @@ def format_sim2sim(record: dict[str, Any]) -> str:
   """A second-simulator check: per stratum and figure, MJX, C MuJoCo and the gap (C - MJX), then
   whether the stratum is within the targets, and the C MuJoCo reset reasons."""
   sim = record["simulator"]
+  w = _name_width(record["strata"])
   targets = ", ".join(f"|{key}| <= {limit:g}" for key, limit in record["targets"].items())
   lines = [f"second simulator at update {record['update']} ({record['env_steps']:,} env steps): "
            f"{record['policy']} policy in {sim['engine']}, {sim['precision']}, {sim['solver']} "
@@ -285,12 +293,12 @@ def format_sim2sim(record: dict[str, Any]) -> str:
            f"{sim['tolerance']:g}), {sim['integrator']} at {sim['physics_timestep']:g} s, "
            f"{sim['slope']}; {record['wall_seconds']:.0f} s",
            f"m = MJX, c = C MuJoCo, d = c - m; targets: {targets}",
-           f"{'stratum':<10}" + "".join(f"{f'{label} m':>10}{'c':>8}{'d':>8}"
+           f"{'stratum':<{w}}" + "".join(f"{f'{label} m':>10}{'c':>8}{'d':>8}"
                                         for label, _, _, _ in _SIM2SIM_COLUMNS)
            + "  targets  resets (c)"]
   for name, c in record["strata"].items():
     m, gap = record["mjx"][name], record["gap"][name]
-    row = f"{name:<10}"
+    row = f"{name:<{w}}"
     for _, key, spec, gap_spec in _SIM2SIM_COLUMNS:
       row += f"{fmt(m[key], spec):>10}{fmt(c[key], spec):>8}{fmt(gap[key], gap_spec):>8}"
     lines.append(row + f"  {'met' if gap['within_targets'] else 'MISSED':<7}  "
