@@ -7,6 +7,7 @@ exit status with everything printed to stdout and stderr. Every flag, the traini
 included, is restored afterwards, so one test's arguments never leak into the next.
 `folder_digest` fingerprints a run folder, to show that a refused command changed nothing.
 `load_script` imports a script of experiments/ from its file (no script folder is on sys.path).
+`forced_devices` is the environment of a subprocess with forced host devices.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import io
+import os
 import pathlib
 import sys
 import types
@@ -27,6 +29,12 @@ from absl import flags
 from absl.testing import flagsaver
 
 CONFIG_FLAG = "config"
+
+COLLECTIVE_PATIENCE_SECONDS = 900
+"""How long a forced host device waits in a collective for the others. XLA's CPU default (40 s)
+aborts the process when one device's thread runs that much behind the other's, as it does on two
+cores shared with the other test workers (seen in CI: an all-reduce of the 2-device learning run
+killed with SIGABRT). A real stall still fails, after this wait or the test's own timeout."""
 """The training config's flag (`mjx_walk.train`), defined once `mjx_walk.train` is imported."""
 
 
@@ -78,3 +86,11 @@ def load_script(path: pathlib.Path) -> types.ModuleType:
   sys.modules[path.stem] = module  # what its dataclasses and absl's flag registry look up
   spec.loader.exec_module(module)
   return module
+
+
+def forced_devices(count: int, xla_flags: str = "") -> dict[str, str]:
+  """This process's environment for a subprocess whose JAX sees `count` forced host devices, with
+  `xla_flags` kept and XLA's CPU collectives waiting `COLLECTIVE_PATIENCE_SECONDS`."""
+  return dict(os.environ, XLA_FLAGS=" ".join([
+      xla_flags, f"--xla_force_host_platform_device_count={count}",
+      f"--xla_cpu_collective_call_terminate_timeout_seconds={COLLECTIVE_PATIENCE_SECONDS}"]).strip())

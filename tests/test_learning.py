@@ -14,7 +14,6 @@ process's device count is fixed when JAX starts), which must learn like the one-
 """
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import jax
 import numpy as np
 import pytest
 
+import commands
 from mjx_walk import config as config_lib
 from mjx_walk.learn import records as records_lib
 from mjx_walk.learn import trainer as trainer_lib
@@ -60,7 +60,7 @@ def test_default_config_learns_on_two_devices():
   done = subprocess.run(
       [sys.executable, "-c", script], capture_output=True, text=True, timeout=1800,
       cwd=tests.parent,
-      env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2"))
+      env=commands.forced_devices(2))
   assert done.returncode == 0, done.stderr[-3000:]
   _check_learned(json.loads(done.stdout.splitlines()[-1]))
 

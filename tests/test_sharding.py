@@ -81,7 +81,7 @@ def _start_jobs():
     return
   work = pathlib.Path(tempfile.mkdtemp(prefix="sharding_"))
   _JOBS["work"] = work
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  env = commands.forced_devices(4)
   _JOBS["devices"] = subprocess.Popen(
       [sys.executable, str(REPO / "tests" / "sharded_runs.py"), str(work / "devices")],
       cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -290,8 +290,7 @@ class PartitionerTest(absltest.TestCase):
     # hold zero-size arrays), or that switches partitioners on a jaxlib whose Shardy compiles.
     # The reference is the fault's smallest case, run on the installed jaxlib in processes of
     # their own, as is and after the workaround.
-    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
-               + " --xla_force_host_platform_device_count=2")
+    env = commands.forced_devices(2, os.environ.get("XLA_FLAGS", ""))
     started = {how: subprocess.Popen([sys.executable, "-c", _EMPTY_OPERAND, how], cwd=REPO,
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
