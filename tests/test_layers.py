@@ -3,8 +3,8 @@ entry points stay light.
 
 Catches a module that imports from a layer above it (anywhere in the file, in a function or
 under TYPE_CHECKING), a ledger reader that loads JAX or MuJoCo, a config file that loads MuJoCo,
-a scaling rule that loads anything but the config and the standard library, and a deployed
-policy that drags in the trainer or the audit.
+a scaling rule that loads anything but the config and the standard library, a deployed policy
+that drags in the trainer or the audit, and a module longer than 600 lines.
 """
 
 import ast
@@ -36,6 +36,7 @@ MODULE_LAYERS = ("scaling", "runner")
 """The layers that are one module (a file, not a subpackage): the batch scaling rule and the
 training loop. The config layer holds the `config` package and `scaling.py`."""
 TOP = 8
+MAX_MODULE_LINES = 600
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -87,6 +88,14 @@ class LayeringTest(absltest.TestCase):
         if _layer(imported) > _layer(importer):
           upward.append(f"{importer} imports {imported}")
     self.assertEqual(upward, [])
+
+  def test_no_module_is_longer_than_600_lines(self):
+    # Catches a module grown past the size at which one concept no longer reads as one
+    # (docs/architecture.md): a new capability belongs in a module of its own.
+    lengths = {_module_name(path): len(path.read_text().splitlines())
+               for path in PACKAGE.rglob("*.py")}
+    self.assertGreater(lengths["mjx_walk.sim.env"], 400)  # the count reads real files
+    self.assertEqual({name: n for name, n in lengths.items() if n > MAX_MODULE_LINES}, {})
 
   def test_the_checker_sees_an_upward_import(self):
     # The check above must be able to fail: a sim module importing the trainer is upward.

@@ -11,11 +11,12 @@ STRATA = ("flat", "slope", "push", "payload", "friction")
 """The default held-out evaluation strata: every one of them stands on level ground."""
 STAIR_RISERS_CM = (5, 10, 15, 20)
 """Riser heights of the held-out stairs strata by step height, cm."""
-STAIR_STRATA = tuple(f"stairs_{way}_{cm}cm" for way in ("up", "down") for cm in STAIR_RISERS_CM)
-"""Held-out stairs of one direction and one riser height each (`stairs_up_15cm`: climbing out
-of a pit of 15 cm steps; `stairs_down_15cm`: descending a pyramid of them), so the panel's table
-shows at which height a policy stops climbing."""
-TERRAIN_STRATA = ("rough", "stairs", "obstacles") + STAIR_STRATA
+STAIR_STRATA = {f"stairs_{way}_{cm}cm": (f"stairs_{way}", cm / 100)
+                for way in ("up", "down") for cm in STAIR_RISERS_CM}
+"""Held-out stairs of one direction and one riser height each, name -> (terrain type, riser m):
+`stairs_up_15cm` climbs out of a pit of 15 cm steps, `stairs_down_15cm` descends a pyramid of
+them, so the panel's table shows at which height a policy stops climbing."""
+TERRAIN_STRATA = ("rough", "stairs", "obstacles") + tuple(STAIR_STRATA)
 """Held-out strata on heightfield terrain (`terrain.ground="heightfield"` only)."""
 ALL_STRATA = STRATA + TERRAIN_STRATA
 """Every stratum `mjx_walk.sim.families` knows how to draw."""

@@ -268,8 +268,7 @@ def _held_out_ground(rng: np.random.Generator, terrain: config_lib.TerrainConfig
       "rough": ("rough", terrain.panel_rough_height),
       "stairs": ("stairs_up" if upward else "stairs_down", terrain.panel_stair_height),
       "obstacles": ("obstacles", terrain.panel_obstacle_height),
-      **{name: (name.rsplit("_", 1)[0], int(name.rsplit("_", 1)[1].removesuffix("cm")) / 100)
-         for name in config_lib.STAIR_STRATA},  # stairs_up_15cm: stairs_up, 0.15 m
+      **config_lib.STAIR_STRATA,
   }.get(stratum, ("flat", 0.0))
   return dict(terrain_type=kind, terrain_seed=seed, terrain_magnitude=(float(size), float(size)))
 
