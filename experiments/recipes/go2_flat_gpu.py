@@ -10,7 +10,8 @@ its 512 envs follows the massively-parallel locomotion recipe: the batch grows w
 experience per env before each update), minibatches stay large (4 of 49,152 samples), and the
 adaptive-KL schedule sets the learning rate instead of a hand-scaled one (sqrt(16) = 4x the
 CPU's rate would be its fixed-rate equivalent). Wider networks use the bigger batch. The held-out
-panel is evaluated every 5 chunks (9.8M env steps). Untested on a GPU so far.
+panel is evaluated every 5 chunks (9.8M env steps). On one H200 it trains at 817,267 env steps/s
+and walks on the held-out flat stratum 2.71 minutes after its start (experiments/README.md).
 """
 
 import dataclasses
