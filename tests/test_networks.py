@@ -100,6 +100,82 @@ class ActorCriticTest(chex.TestCase):
       networks.make_actor_critic(_A, (8,), (8,), "elu", 0.0)
 
 
+def _np_elu(x: np.ndarray) -> np.ndarray:
+  return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+
+
+def _np_dense(x: np.ndarray, layer: dict) -> np.ndarray:
+  return x @ np.asarray(layer["kernel"], np.float64) + np.asarray(layer["bias"], np.float64)
+
+
+class ScanEncoderTest(chex.TestCase):
+  """The height scan's own branch: its slice of the observation through its layers, the
+  output appended to the rest, in the actor and in the critic."""
+
+  _START, _SCAN = 5, 6  # the scan fills obs[5:11]; the policy obs has 2 values after it
+  _O, _P = 13, 16  # the critic's 3 extra inputs come after the policy's
+
+  def setUp(self):
+    super().setUp()
+    self.net = networks.make_actor_critic(
+        _A, (16, 8), (16,), "elu", _INIT_STD, scan=(self._START, self._SCAN),
+        scan_encoder_sizes=(10, 3))
+    self.params = self.net.init(jax.random.key(4), self._O, self._P)
+
+  def _np_forward(self, tree: dict, obs: np.ndarray, head: str, layers: int) -> np.ndarray:
+    """The network written out in float64: the branch, then the MLP on [rest, features]."""
+    obs = obs.astype(np.float64)
+    start, end = self._START, self._START + self._SCAN
+    features = obs[:, start:end]
+    for i in range(2):
+      features = _np_elu(_np_dense(features, tree["scan_encoder"][f"hidden_{i}"]))
+    x = np.concatenate([obs[:, :start], obs[:, end:], features], axis=-1)
+    for i in range(layers):
+      x = _np_elu(_np_dense(x, tree[head][f"hidden_{i}"]))
+    return _np_dense(x, tree[head]["out"])
+
+  def test_layer_shapes(self):
+    for tree, width in ((self.params.actor, self._O), (self.params.critic, self._P)):
+      branch = tree["params"]["scan_encoder"]
+      chex.assert_shape([branch["hidden_0"]["kernel"], branch["hidden_1"]["kernel"]],
+                        [(self._SCAN, 10), (10, 3)])
+      mlp = tree["params"]["mean" if "mean" in tree["params"] else "value"]
+      # The MLP reads the inputs other than the scan, then the branch's 3 features.
+      chex.assert_shape(mlp["hidden_0"]["kernel"], (width - self._SCAN + 3, 16))
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_actor_and_critic_match_numpy(self):
+    rng = np.random.default_rng(5)
+    # Scale the mean head up so that its output is not ~0 (its init gain is 0.01).
+    actor = jax.tree.map(lambda x: x, self.params.actor)
+    actor["params"]["mean"]["out"]["kernel"] = actor["params"]["mean"]["out"]["kernel"] * 100.0
+    params = self.params.replace(actor=actor)
+    obs = rng.normal(size=(4, self._O)).astype(np.float32)
+    critic_obs = rng.normal(size=(4, self._P)).astype(np.float32)
+    mean, _ = self.variant(self.net.policy)(params, obs)
+    value = self.variant(self.net.value)(params, critic_obs)
+    chex.assert_trees_all_close(
+        mean, self._np_forward(params.actor["params"], obs, "mean", 2), rtol=1e-5, atol=1e-5)
+    chex.assert_trees_all_close(
+        value, self._np_forward(params.critic["params"], critic_obs, "value", 1)[:, 0],
+        rtol=1e-5, atol=1e-5)
+    self.assertGreater(float(jnp.std(mean)), 0.01)
+
+  def test_without_sizes_no_branch(self):
+    plain = networks.make_actor_critic(_A, (16, 8), (16,), "elu", _INIT_STD,
+                                       scan=(self._START, self._SCAN))
+    params = plain.init(jax.random.key(4), self._O, self._P)
+    self.assertEqual(sorted(params.actor["params"]), ["log_std", "mean"])
+    chex.assert_shape(params.actor["params"]["mean"]["hidden_0"]["kernel"], (self._O, 16))
+
+  def test_bad_branch_is_rejected(self):
+    with self.assertRaisesRegex(ValueError, r"scan_encoder_sizes=\(8,\) needs a height scan"):
+      networks.make_actor_critic(_A, (8,), (8,), "elu", 1.0, scan_encoder_sizes=(8,))
+    with self.assertRaisesRegex(ValueError, r"scan_encoder_sizes=\(8, 0\) must hold positive"):
+      networks.make_actor_critic(_A, (8,), (8,), "elu", 1.0, scan=(0, 4),
+                                 scan_encoder_sizes=(8, 0))
+
+
 class DistributionTest(chex.TestCase):
 
   @chex.variants(with_jit=True, without_jit=True)

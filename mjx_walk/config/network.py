@@ -19,6 +19,11 @@ class NetworkConfig:
   """Initial std of the Gaussian policy, in action units (x action_scale = 0.19 rad on Go2).
   Too much exploration noise shakes the trunk until the penalties outweigh every tracking reward
   and only survival is learned; experiments/README.md has the runs that chose 0.75."""
+  scan_encoder_sizes: tuple[int, ...] = ()
+  """Widths of the height scan's own branch (`mjx_walk.learn.networks.ScanEncoder`), in the
+  actor and in the critic: the scan's points pass through these layers and their output joins
+  the other inputs of the MLP. Empty: the scan's points enter the MLP with the other inputs.
+  Needs `scan.enabled`."""
 
 
 def validate(net: NetworkConfig) -> None:
@@ -29,3 +34,8 @@ def validate(net: NetworkConfig) -> None:
   if net.activation not in ACTIVATIONS:
     fail("network.activation", net.activation, f"choose one of {', '.join(ACTIVATIONS)}")
   check_positive("network.init_std", net.init_std)
+  sizes = net.scan_encoder_sizes
+  if not isinstance(sizes, (tuple, list)) or any(
+      not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in sizes):
+    fail("network.scan_encoder_sizes", sizes,
+         "it must be a tuple of positive integers, or empty for no scan branch")

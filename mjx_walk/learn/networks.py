@@ -1,7 +1,8 @@
 """The Flax actor-critic and its action distribution.
 
 This module owns the policy and value networks (`Actor`, `Critic`, built from
-one `MLP`), the static pair of them (`ActorCritic`) with its separate parameter
+one `MLP`, optionally behind a `ScanEncoder` that gives the height scan its own
+branch), the static pair of them (`ActorCritic`) with its separate parameter
 trees (`ActorCriticParams`), and the diagonal Gaussian action distribution as
 pure functions (`sample`, `log_prob`, `entropy`).
 
@@ -78,6 +79,61 @@ class MLP(nn.Module):
     )(x)  # [..., out_size]
 
 
+class ScanEncoder(nn.Module):
+  """The height scan's own branch: its slice of the observation through a small MLP.
+
+  The scan's S values are taken out of the observation, passed through Dense layers of
+  `sizes` (each followed by the activation, orthogonal init with gain sqrt(2)), and their
+  output is appended to the rest of the observation, which the network's MLP then reads. With
+  S = 187 points against 48 other inputs, the plain MLP's first layer sees the scan as most
+  of its input; the branch compresses it to `sizes[-1]` features first.
+
+  Attributes:
+    start: where the scan starts in the observation vector.
+    size: S, the number of scan points.
+    sizes: the branch's layer widths, in order (non-empty).
+    activation: a key of `ACTIVATIONS`.
+  """
+
+  start: int
+  size: int
+  sizes: Sequence[int]
+  activation: str
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> jax.Array:
+    """Maps float32 [..., I] to float32 [..., I - S + sizes[-1]]."""
+    end = self.start + self.size
+    scan = obs[..., self.start:end]  # [..., S]
+    rest = jnp.concatenate([obs[..., :self.start], obs[..., end:]], axis=-1)  # [..., I - S]
+    act = ACTIVATIONS[self.activation]
+    for i, width in enumerate(self.sizes):
+      scan = act(nn.Dense(
+          width,
+          kernel_init=nn.initializers.orthogonal(math.sqrt(2.0)),
+          bias_init=nn.initializers.zeros,
+          name=f"hidden_{i}",
+      )(scan))  # [..., width]
+    return jnp.concatenate([rest, scan], axis=-1)  # [..., I - S + sizes[-1]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanBranch:
+  """Where the height scan sits in an observation and the widths of its `ScanEncoder`."""
+
+  start: int
+  size: int
+  sizes: tuple[int, ...]
+
+
+def _encoded(branch: ScanBranch | None, activation: str, obs: jax.Array) -> jax.Array:
+  """`obs` through the scan's branch, named `scan_encoder` in the caller's parameters."""
+  if branch is None:
+    return obs
+  return ScanEncoder(branch.start, branch.size, branch.sizes, activation,
+                     name="scan_encoder")(obs)
+
+
 class Actor(nn.Module):
   """The policy: a Gaussian with state-dependent mean and learned, state-independent std.
 
@@ -92,12 +148,15 @@ class Actor(nn.Module):
     action_size: A, the number of actuated joints.
     activation: a key of `ACTIVATIONS`.
     init_std: the initial std of every action dim (> 0).
+    scan_branch: the height scan's place and its own branch (`ScanEncoder`), or None to feed
+      the scan to the MLP with the other inputs.
   """
 
   hidden_sizes: Sequence[int]
   action_size: int
   activation: str
   init_std: float
+  scan_branch: ScanBranch | None = None
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -113,7 +172,7 @@ class Actor(nn.Module):
     # so the first rollouts start from standing rather than random flailing.
     mean = MLP(
         self.hidden_sizes, self.action_size, self.activation, out_scale=0.01, name="mean"
-    )(obs)  # [..., A]
+    )(_encoded(self.scan_branch, self.activation, obs))  # [..., A]
     log_std = self.param(
         "log_std", nn.initializers.constant(math.log(self.init_std)), (self.action_size,)
     )  # [A]
@@ -127,15 +186,18 @@ class Critic(nn.Module):
   Attributes:
     hidden_sizes: hidden widths.
     activation: a key of `ACTIVATIONS`.
+    scan_branch: as `Actor.scan_branch`, at the scan's place in the critic observation.
   """
 
   hidden_sizes: Sequence[int]
   activation: str
+  scan_branch: ScanBranch | None = None
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
     """Maps float32 [..., P] critic observations to float32 [...] values."""
-    value = MLP(self.hidden_sizes, 1, self.activation, out_scale=1.0, name="value")(obs)  # [..., 1]
+    value = MLP(self.hidden_sizes, 1, self.activation, out_scale=1.0,
+                name="value")(_encoded(self.scan_branch, self.activation, obs))  # [..., 1]
     return value[..., 0]  # [...]
 
 
@@ -200,6 +262,8 @@ def make_actor_critic(
     critic_hidden_sizes: Sequence[int],
     activation: str,
     init_std: float,
+    scan: tuple[int, int] | None = None,
+    scan_encoder_sizes: Sequence[int] = (),
 ) -> ActorCritic:
   """Builds the actor-critic from sizes.
 
@@ -209,6 +273,10 @@ def make_actor_critic(
     critic_hidden_sizes: hidden widths of the value network.
     activation: one of `ACTIVATIONS`.
     init_std: initial policy std, > 0.
+    scan: (start, size) of the height scan in the policy observation, which is also its place
+      in the critic observation (the critic's extra inputs come after the policy's); None
+      without a scan.
+    scan_encoder_sizes: the scan branch's widths (`ScanEncoder`); empty for none.
 
   Returns:
     The static `ActorCritic`.
@@ -228,10 +296,20 @@ def make_actor_critic(
       raise ValueError(f"{name}={tuple(sizes)} must hold positive integers.")
   if not init_std > 0:
     raise ValueError(f"init_std={init_std} must be > 0.")
+  encoder = None
+  if scan_encoder_sizes:
+    if scan is None:
+      raise ValueError(f"scan_encoder_sizes={tuple(scan_encoder_sizes)} needs a height scan in "
+                       "the observation; give scan=(start, size).")
+    if any(s <= 0 for s in scan_encoder_sizes):
+      raise ValueError(f"scan_encoder_sizes={tuple(scan_encoder_sizes)} must hold positive "
+                       "integers.")
+    encoder = ScanBranch(scan[0], scan[1], tuple(scan_encoder_sizes))
   # Tuples, so the modules (and the ActorCritic) hash and can be jit-static.
   return ActorCritic(
-      actor=Actor(tuple(actor_hidden_sizes), action_size, activation, float(init_std)),
-      critic=Critic(tuple(critic_hidden_sizes), activation),
+      actor=Actor(tuple(actor_hidden_sizes), action_size, activation, float(init_std),
+                  scan_branch=encoder),
+      critic=Critic(tuple(critic_hidden_sizes), activation, scan_branch=encoder),
   )
 
 
@@ -282,13 +360,27 @@ def entropy(std: jax.Array) -> jax.Array:
   return jnp.sum(0.5 + 0.5 * _LOG_2PI + jnp.log(std), axis=-1)  # [...]
 
 
-def from_config(config: config_lib.TrainConfig, action_size: int) -> ActorCritic:
-  """The actor-critic a run's `config.network` describes, for `action_size` actions."""
+def from_config(config: config_lib.TrainConfig, action_size: int,
+                scan_start: int | None = None) -> ActorCritic:
+  """The actor-critic a run's `config.network` describes, for `action_size` actions.
+
+  `scan_start` is where the height scan starts in the policy observation (the env's
+  `policy_layout.offsets()["height_scan"]`); it is needed only when the config gives the scan
+  its own branch (`network.scan_encoder_sizes`).
+  """
   net = config.network
+  scan = None
+  if config.scan.enabled and net.scan_encoder_sizes:
+    if scan_start is None:
+      raise ValueError("network.scan_encoder_sizes needs the scan's place in the observation: "
+                       "pass scan_start.")
+    scan = (scan_start, config.scan.num_points)
   return make_actor_critic(
       action_size=action_size,
       actor_hidden_sizes=net.actor_hidden_sizes,
       critic_hidden_sizes=net.critic_hidden_sizes,
       activation=net.activation,
       init_std=net.init_std,
+      scan=scan,
+      scan_encoder_sizes=net.scan_encoder_sizes if scan else (),
   )

@@ -209,7 +209,7 @@ def make_trainer(
   parts = _Parts(
       config=config,
       env=env,
-      networks=networks.from_config(config, env.action_size),
+      networks=networks.from_config(config, env.action_size, env.scan_start),
       optimizer=ppo.make_optimizer(ppo_cfg.learning_rate, ppo_cfg.max_grad_norm),
       loss_config=ppo.LossConfig(clip_eps=ppo_cfg.clip_eps, value_coef=ppo_cfg.value_coef,
                                  entropy_coef=ppo_cfg.entropy_coef),

@@ -134,7 +134,7 @@ def load(path: pathlib.Path | str, step: int | None = None) -> Policy:
   config, manifest, _, contents = checkpoint.read_json_items(run_dir, step)
   env = env_lib.LocomotionEnv(config)  # static tables only; nothing is reset or compiled
   obs_spec = env.observation_spec()
-  nets = networks.from_config(config, env.action_size)
+  nets = networks.from_config(config, env.action_size, env.scan_start)
   abstract_params = jax.eval_shape(
       lambda key: nets.init(key, obs_spec["policy"].shape[-1], obs_spec["critic"].shape[-1]),
       jax.random.key(0))

@@ -130,6 +130,12 @@ class LocomotionEnv:
     return self.robot.num_actions
 
   @property
+  def scan_start(self) -> int | None:
+    """Where the height scan starts in the policy observation (and in the critic's); None
+    without a scan."""
+    return self.policy_layout.offsets().get("height_scan")
+
+  @property
   def num_feet(self) -> int:
     return len(self.robot.foot_geom_ids)
 
