@@ -61,6 +61,8 @@ SCAN_FRAME = ("tests/test_height_scan.py::ScanTest",
 SCAN_WRAP = ("tests/test_height_scan.py::TileEdgeTest",)
 SCAN_CRITIC = ("tests/test_height_scan.py::EnvScanTest",)
 SCAN_LAYOUT = ("tests/test_height_scan.py::GridTest",)
+SCAN_BRANCH = ("tests/test_networks.py::ScanEncoderTest",)
+SCAN_BRANCH_EXPORT = ("tests/test_export.py::ScanBranchTest",)
 FINITE = ("tests/test_config.py::ValidateTest",)
 SCHEDULE = ("tests/test_runner_schedule.py",)
 LAYERS = ("tests/test_layers.py",)
@@ -640,6 +642,15 @@ MUTANTS = (
     Mutant("scan_metadata_order_reversed", "mjx_walk/sim/height_scan.py",
            "      \"points\": grid_points(scan).round(6).tolist(),\n",
            "      \"points\": grid_points(scan)[::-1].round(6).tolist(),\n", SCAN_LAYOUT),
+    # The scan's branch: its features put before the other inputs instead of after them (the
+    # MLP's first layer then reads every input at another place); the ONNX graph likewise.
+    Mutant("scan_branch_features_first", "mjx_walk/learn/networks.py",
+           "    return jnp.concatenate([rest, scan], axis=-1)  # [..., I - S + sizes[-1]]\n",
+           "    return jnp.concatenate([scan, rest], axis=-1)  # [..., I - S + sizes[-1]]\n",
+           SCAN_BRANCH),
+    Mutant("onnx_scan_branch_features_first", "mjx_walk/deploy/onnx_policy.py",
+           "    x = g.node(\"Concat\", rest, scan, axis=1)\n",
+           "    x = g.node(\"Concat\", scan, rest, axis=1)\n", SCAN_BRANCH_EXPORT),
     # The LAPACK split gated on a release line whose jaxlib does not fan batches out.
     Mutant("cpu_lapack_split_on_the_wrong_line", "mjx_walk/learn/cpu_lapack.py",
            "FANS_OUT = sharding.JAXLIB_RELEASE == (0, 10)",

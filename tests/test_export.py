@@ -33,8 +33,10 @@ from mjx_walk import export as export_cli
 from mjx_walk.deploy import onnx_export
 from mjx_walk.deploy import onnx_policy
 from mjx_walk.learn import networks
+from mjx_walk.learn import normalizer
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
+from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import robots
 
 import commands
@@ -335,6 +337,47 @@ class GraphTest(absltest.TestCase):
     model = onnx_policy.OnnxPolicy(onnx_policy.to_model(pol).SerializeToString())
     action, _ = model.act(obs)
     np.testing.assert_allclose(action, expected, rtol=0, atol=TOLERANCE)
+
+
+class ScanBranchTest(absltest.TestCase):
+  """The graph of a policy whose height scan has its own branch (`network.scan_encoder_sizes`)
+  against the JAX policy: the tiny run's config with the scan on, on fresh parameters."""
+
+  def test_the_branch_matches_the_jax_policy(self):
+    # Catches a model that feeds the scan to the MLP directly, gathers other values than the
+    # scan's, or appends the branch's features before the other values instead of after.
+    pol = policy_lib.load(trained_run())
+    cfg = dataclasses.replace(
+        pol.config, scan=dataclasses.replace(pol.config.scan, enabled=True),
+        network=dataclasses.replace(pol.config.network, scan_encoder_sizes=(8, 4)))
+    env = env_lib.LocomotionEnv(cfg)
+    spec = env.observation_spec()
+    nets = networks.from_config(cfg, env.action_size, env.scan_start)
+    params = nets.init(jax.random.key(3), spec["policy"].shape[-1], spec["critic"].shape[-1])
+    # The mean head's init gain is 0.01: scaled up, the actions span the clip.
+    actor = jax.tree.map(lambda x: x, params.actor)
+    actor["params"]["mean"]["out"]["kernel"] = actor["params"]["mean"]["out"]["kernel"] * 30.0
+    rng = np.random.default_rng(1)
+    size = spec["policy"].shape[-1]
+    stats = normalizer.init(spec)
+    stats = stats.replace(
+        mean={**stats.mean, "policy": rng.normal(size=size).astype(np.float32)},
+        var={**stats.var, "policy": rng.uniform(0.2, 3.0, size=size).astype(np.float32)})
+    scanned = dataclasses.replace(
+        pol, config=cfg, networks=nets, observation_spec=spec["policy"],
+        params=policy_lib.PolicyParams(actor=actor, normalizer=stats))
+    obs = rng.normal(size=(7, size)).astype(np.float32) * 2.0  # [7, O]
+    expected = np.clip(np.asarray(scanned.act(obs)), -cfg.env.action_clip, cfg.env.action_clip)
+    self.assertGreater(np.abs(expected).max(), 0.05)
+    model = onnx_policy.OnnxPolicy(onnx_policy.to_model(scanned).SerializeToString())
+    action, _ = model.act(obs)
+    np.testing.assert_allclose(action, expected, rtol=0, atol=TOLERANCE)
+    # The scan moves the action: a model that left the scan out could not pass.
+    moved = obs.copy()
+    moved[:, env.scan_start:] += 0.5
+    self.assertGreater(np.abs(model.act(moved)[0] - action).max(), 1e-3)
+    block = next(b for b in model.metadata["observation_layout"] if b["name"] == "height_scan")
+    self.assertEqual((block["offset"], block["size"]), (env.scan_start, cfg.scan.num_points))
 
 
 class RefusalTest(absltest.TestCase):

@@ -21,6 +21,11 @@ from the trained parameters, computing what `policy.mean_action` computes:
 
   z = clip((obs - mean) / sqrt(var + 1e-8), -10, 10)   the observation normaliser, if the run
                                                        normalises (`learn.normalizer.normalize`)
+  z = concat(z[not scan], e(z[scan]))                  with a scan branch
+                                                       (`network.scan_encoder_sizes`): the
+                                                       height scan's values through its layers
+                                                       e (act(x @ W_j + b_j) each), appended to
+                                                       the other values
   h = act(z @ W_i + b_i)                               each hidden layer of the actor's mean MLP,
                                                        act the run's `network.activation`
   action = clip(h @ W_out + b_out, -action_clip, action_clip)
@@ -180,10 +185,38 @@ def actor_layers(pol: policy_lib.Policy) -> list[Dense]:
   layers = [(np.asarray(mean[name]["kernel"], np.float32), np.asarray(mean[name]["bias"],
                                                                        np.float32))
             for name in names]
-  widths = [pol.observation_spec.shape[-1], *actor.hidden_sizes, actor.action_size]
+  inputs = pol.observation_spec.shape[-1]
+  if actor.scan_branch is not None:  # the scan's values replaced by the branch's features
+    inputs += actor.scan_branch.sizes[-1] - actor.scan_branch.size
+  widths = [inputs, *actor.hidden_sizes, actor.action_size]
   shapes = [(kernel.shape, bias.shape) for kernel, bias in layers]
   if shapes != [((i, o), (o,)) for i, o in zip(widths[:-1], widths[1:])]:
     raise ValueError(f"the actor's layers have (kernel, bias) shapes {shapes}; its network "
+                     f"declares widths {widths}")
+  return layers
+
+
+def scan_layers(pol: policy_lib.Policy) -> list[Dense]:
+  """The layers of the actor's height-scan branch (`networks.ScanEncoder`), in order; empty
+  without one.
+
+  Raises:
+    ValueError: the branch's parameters are not the layers its network declares.
+  """
+  branch = pol.networks.actor.scan_branch
+  if branch is None:
+    return []
+  params = pol.params.actor["params"].get("scan_encoder", {})
+  names = [f"hidden_{i}" for i in range(len(branch.sizes))]
+  if sorted(params) != sorted(names):
+    raise ValueError(f"the actor's scan branch has layers {sorted(params)}; its network "
+                     f"declares {names}")
+  layers = [(np.asarray(params[name]["kernel"], np.float32),
+             np.asarray(params[name]["bias"], np.float32)) for name in names]
+  widths = [branch.size, *branch.sizes]
+  shapes = [(kernel.shape, bias.shape) for kernel, bias in layers]
+  if shapes != [((i, o), (o,)) for i, o in zip(widths[:-1], widths[1:])]:
+    raise ValueError(f"the actor's scan branch has (kernel, bias) shapes {shapes}; its network "
                      f"declares widths {widths}")
   return layers
 
@@ -199,6 +232,11 @@ class _Builder:
   def constant(self, value: Any, name: str) -> str:
     """A float32 initializer holding `value` (a scalar or an array); returns its name."""
     self.initializers.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+    return name
+
+  def indices(self, value: Any, name: str) -> str:
+    """An int64 initializer holding `value` (for Gather); returns its name."""
+    self.initializers.append(numpy_helper.from_array(np.asarray(value, np.int64), name))
     return name
 
   def node(self, op: str, *inputs: str, output: str | None = None, **attributes: Any) -> str:
@@ -246,7 +284,7 @@ def graph(pol: policy_lib.Policy, env: env_lib.LocomotionEnv) -> onnx.GraphProto
                      f"{sorted(ACTIVATIONS)}")
   activate = ACTIVATIONS[activation]
   layers = actor_layers(pol)
-  obs_size, action_size = layers[0][0].shape[0], layers[-1][0].shape[1]
+  obs_size, action_size = pol.observation_spec.shape[-1], layers[-1][0].shape[1]
   clip = pol.config.env.action_clip
   normalize = pol.config.ppo.normalize_observations
   g = _Builder()
@@ -259,6 +297,15 @@ def graph(pol: policy_lib.Policy, env: env_lib.LocomotionEnv) -> onnx.GraphProto
     x = g.node("Div", x, g.constant(std, "normalizer/std"))
     x = g.node("Clip", x, g.constant(-normalizer.CLIP, "normalizer/low"),
                g.constant(normalizer.CLIP, "normalizer/high"))
+  branch = pol.networks.actor.scan_branch
+  if branch is not None:
+    in_scan = np.zeros(obs_size, bool)
+    in_scan[branch.start:branch.start + branch.size] = True
+    scan = g.node("Gather", x, g.indices(np.flatnonzero(in_scan), "scan/indices"), axis=1)
+    rest = g.node("Gather", x, g.indices(np.flatnonzero(~in_scan), "scan/rest_indices"), axis=1)
+    for j, layer in enumerate(scan_layers(pol)):
+      scan = activate(g, g.dense(scan, layer, f"scan_encoder/hidden_{j}"))
+    x = g.node("Concat", rest, scan, axis=1)
   for i, layer in enumerate(layers[:-1]):
     x = g.dense(x, layer, f"hidden_{i}")
     x = activate(g, x)
