@@ -3,10 +3,15 @@
   python experiments/compare_runs.py --out=experiments/measurements/figures/recipe.png \
       baseline=runs/audit_10min linvel=runs/exp_linvel recipe=runs/exp_combo
 
+  python experiments/compare_runs.py --stratum=stairs_up_10cm --out=runs/stairs.png \
+      scan=runs/rough_scan blind=runs/rough_blind
+
 Draws, against env steps and against wall-clock minutes, the training batch's xy-velocity
-tracking error and mean swing (air) time, and the held-out `flat` stratum's xy-velocity error
-and fall rate at every evaluation, one colour per run. Prints ONE JSON line: per run, its env
-steps, wall-clock minutes and every `flat` evaluation, so the figure's numbers are quotable.
+tracking error and mean swing (air) time, and the held-out stratum's (--stratum, default `flat`)
+xy-velocity error and fall rate at every evaluation, one colour per run. Prints ONE JSON line:
+per run, its env steps, wall-clock minutes and every evaluation of that stratum (env steps,
+minutes, xy error, fall rate), so the figure's numbers are quotable. A run whose evaluations
+never held the stratum is refused, naming the strata it has, before anything is drawn.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from matplotlib.figure import Figure
 from mjx_walk.run import ledger
 
 _OUT = flags.DEFINE_string("out", "runs/compare.png", "Where the PNG goes.")
+_STRATUM = flags.DEFINE_string("stratum", "flat", "The held-out stratum whose evaluations are "
+                               "drawn (a name in the runs' panels, e.g. stairs_up_10cm).")
 
 _TRAINING = (("tracking/lin_vel_error", "training lin vel error (m/s)"),
              ("contact/air_time_mean", "training mean air time (s)"))
-_HELD_OUT = (("lin_vel_error", "held-out flat lin vel error (m/s)"),
-             ("fall_rate", "held-out flat fall rate"))
+_HELD_OUT = (("lin_vel_error", "held-out {} lin vel error (m/s)"),
+             ("fall_rate", "held-out {} fall rate"))
 
 
 def _parse(argument: str) -> tuple[str, pathlib.Path]:
@@ -41,13 +48,23 @@ def main(argv: list[str]) -> None:
   runs = [_parse(a) for a in argv[1:]]
   if not runs:
     raise app.UsageError("give at least one run as label=runs/<run>")
+  stratum = _STRATUM.value
+  loaded = []
+  for label, run_dir in runs:
+    records = ledger.read_run(run_dir)
+    evals = ledger.of_kind(records, "eval")
+    if not any(stratum in r["strata"] for r in evals):
+      held = sorted({name for r in evals for name in r["strata"]})
+      raise app.UsageError(
+          f"--stratum={stratum!r}: no evaluation of {label}={run_dir} holds it; its strata are "
+          f"{', '.join(held) or 'none (it has no evaluation)'}")
+    loaded.append((label, run_dir, records))
   figure = Figure(figsize=(11, 12), layout="constrained")
   axes = figure.subplots(len(_TRAINING) + len(_HELD_OUT), 2, sharex="col")
   summary = {}
-  for index, (label, run_dir) in enumerate(runs):
-    records = ledger.read_run(run_dir)
+  for index, (label, run_dir, records) in enumerate(loaded):
     updates = ledger.of_kind(records, "update")
-    evals = [r for r in ledger.of_kind(records, "eval") if "flat" in r["strata"]]
+    evals = [r for r in ledger.of_kind(records, "eval") if stratum in r["strata"]]
     color = f"C{index % 10}"
     for col, (update_x, eval_x, scale) in enumerate(
         (("env_steps", "env_steps", 1.0), ("perf/wall_seconds", "wall_seconds", 1 / 60))):
@@ -56,16 +73,15 @@ def main(argv: list[str]) -> None:
         axes[row, col].plot(*zip(*points), color=color, lw=1, label=label)
         axes[row, col].set_ylabel(name)
       for row, (metric, name) in enumerate(_HELD_OUT, start=len(_TRAINING)):
-        points = [(r[eval_x] * scale, r["strata"]["flat"][metric]) for r in evals]
-        if points:
-          axes[row, col].plot(*zip(*points), color=color, marker="o", ms=4, lw=1, label=label)
-        axes[row, col].set_ylabel(name)
+        points = [(r[eval_x] * scale, r["strata"][stratum][metric]) for r in evals]
+        axes[row, col].plot(*zip(*points), color=color, marker="o", ms=4, lw=1, label=label)
+        axes[row, col].set_ylabel(name.format(stratum))
     summary[label] = {
         "run_dir": str(run_dir),
         "env_steps": updates[-1]["env_steps"] if updates else 0,
         "minutes": round(updates[-1]["perf/wall_seconds"] / 60, 2) if updates else 0.0,
-        "flat": [[r["env_steps"], round(r["wall_seconds"] / 60, 2)]
-                 + [round(r["strata"]["flat"][m], 4) for m, _ in _HELD_OUT] for r in evals],
+        stratum: [[r["env_steps"], round(r["wall_seconds"] / 60, 2)]
+                  + [round(r["strata"][stratum][m], 4) for m, _ in _HELD_OUT] for r in evals],
     }
   for ax in axes.flat:
     ax.grid(alpha=0.3)

@@ -651,6 +651,10 @@ MUTANTS = (
     Mutant("onnx_scan_branch_features_first", "mjx_walk/deploy/onnx_policy.py",
            "    x = g.node(\"Concat\", rest, scan, axis=1)\n",
            "    x = g.node(\"Concat\", scan, rest, axis=1)\n", SCAN_BRANCH_EXPORT),
+    # The comparison figure drawing and quoting `flat` whatever --stratum asks for.
+    Mutant("compare_runs_ignores_the_stratum", "experiments/compare_runs.py",
+           "  stratum = _STRATUM.value\n", "  stratum = \"flat\"\n",
+           ("tests/test_compare_runs.py",)),
     # The LAPACK split gated on a release line whose jaxlib does not fan batches out.
     Mutant("cpu_lapack_split_on_the_wrong_line", "mjx_walk/learn/cpu_lapack.py",
            "FANS_OUT = sharding.JAXLIB_RELEASE == (0, 10)",
