@@ -39,8 +39,6 @@ class ValidateTest(parameterized.TestCase):
       ("empty_hidden", {"network__actor_hidden_sizes": ()}, r"config\.network\.actor_hidden_sizes=\(\) .*positive integers"),
       ("zero_hidden", {"network__critic_hidden_sizes": (64, 0)}, r"critic_hidden_sizes=\(64, 0\)"),
       ("bad_activation", {"network__activation": "gelu"}, r"activation='gelu' .*elu, relu, tanh, swish"),
-      ("scan_branch_without_scan", {"network__scan_encoder_sizes": (64, 16)},
-       r"config\.network\.scan_encoder_sizes=\(64, 16\) .*needs the scan: set scan\.enabled=True"),
       ("zero_scan_branch", {"network__scan_encoder_sizes": (64, 0)},
        r"config\.network\.scan_encoder_sizes=\(64, 0\) .*tuple of positive integers, or empty"),
       ("zero_lr", {"ppo__learning_rate": 0.0}, r"config\.ppo\.learning_rate=0\.0 .*> 0"),

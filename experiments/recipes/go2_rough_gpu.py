@@ -5,7 +5,8 @@
 
 The rough CPU config's ground, curriculum, height scan and held-out panel
 (experiments/recipes/go2_rough.py) at the one-GPU batch of experiments/recipes/go2_flat_gpu.py
-(8192 envs, 24-step horizon, 4 minibatches, (512, 256, 128) networks). The training families grow with the batch (1024, 8 envs
+(8192 envs, 24-step horizon, 4 minibatches, (512, 256, 128) networks, with the rough recipe's
+(64, 16) branch for the scan). The training families grow with the batch (1024, 8 envs
 each), so every terrain type spans many shapes. Untested on a GPU so far.
 """
 
@@ -25,6 +26,8 @@ def get_config() -> config_lib.TrainConfig:
       gpu,
       terrain=rough.terrain,
       scan=rough.scan,
+      network=dataclasses.replace(gpu.network,
+                                  scan_encoder_sizes=rough.network.scan_encoder_sizes),
       families=dataclasses.replace(gpu.families, spawn_offset=rough.families.spawn_offset,
                                    num_train_families=1024),
       panel=dataclasses.replace(gpu.panel, strata=rough.panel.strata),

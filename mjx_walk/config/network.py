@@ -23,7 +23,8 @@ class NetworkConfig:
   """Widths of the height scan's own branch (`mjx_walk.learn.networks.ScanEncoder`), in the
   actor and in the critic: the scan's points pass through these layers and their output joins
   the other inputs of the MLP. Empty: the scan's points enter the MLP with the other inputs.
-  Needs `scan.enabled`."""
+  Without the scan (`scan.enabled=False`) there is no branch, whatever the sizes, so that
+  `--config.scan.enabled=False` trains a recipe blind as it stands."""
 
 
 def validate(net: NetworkConfig) -> None:

@@ -212,10 +212,6 @@ def _validate_across_sections(config: TrainConfig) -> None:
   if abs(ratio - round(ratio)) > 1e-9:
     fail("report.video_fps", config.report.video_fps,
          f"env.control_hz={config.env.control_hz} must be a whole multiple of it")
-  if config.network.scan_encoder_sizes and not config.scan.enabled:
-    fail("network.scan_encoder_sizes", config.network.scan_encoder_sizes,
-         "a branch for the height scan needs the scan: set scan.enabled=True, or leave the "
-         "sizes empty")
   # Terrain strata need terrain; a held-out stratum inside the training range would not be
   # held out.
   on_terrain = [s for s in panel.strata if s in panel_lib.TERRAIN_STRATA]
