@@ -85,8 +85,8 @@ class ScanEncoder(nn.Module):
   The scan's S values are taken out of the observation, passed through Dense layers of
   `sizes` (each followed by the activation, orthogonal init with gain sqrt(2)), and their
   output is appended to the rest of the observation, which the network's MLP then reads. With
-  S = 187 points against 48 other inputs, the plain MLP's first layer sees the scan as most
-  of its input; the branch compresses it to `sizes[-1]` features first.
+  S = 187 points against the Go2 recipe's 50 other inputs, the plain MLP's first layer sees the
+  scan as most of its input; the branch compresses it to `sizes[-1]` features first.
 
   Attributes:
     start: where the scan starts in the observation vector.
@@ -296,7 +296,7 @@ def make_actor_critic(
       raise ValueError(f"{name}={tuple(sizes)} must hold positive integers.")
   if not init_std > 0:
     raise ValueError(f"init_std={init_std} must be > 0.")
-  encoder = None
+  branch = None
   if scan_encoder_sizes:
     if scan is None:
       raise ValueError(f"scan_encoder_sizes={tuple(scan_encoder_sizes)} needs a height scan in "
@@ -304,12 +304,12 @@ def make_actor_critic(
     if any(s <= 0 for s in scan_encoder_sizes):
       raise ValueError(f"scan_encoder_sizes={tuple(scan_encoder_sizes)} must hold positive "
                        "integers.")
-    encoder = ScanBranch(scan[0], scan[1], tuple(scan_encoder_sizes))
+    branch = ScanBranch(scan[0], scan[1], tuple(scan_encoder_sizes))
   # Tuples, so the modules (and the ActorCritic) hash and can be jit-static.
   return ActorCritic(
       actor=Actor(tuple(actor_hidden_sizes), action_size, activation, float(init_std),
-                  scan_branch=encoder),
-      critic=Critic(tuple(critic_hidden_sizes), activation, scan_branch=encoder),
+                  scan_branch=branch),
+      critic=Critic(tuple(critic_hidden_sizes), activation, scan_branch=branch),
   )
 
 
