@@ -79,35 +79,46 @@ class MLP(nn.Module):
     )(x)  # [..., out_size]
 
 
-class ScanEncoder(nn.Module):
-  """The height scan's own branch: its slice of the observation through a small MLP.
-
-  The scan's S values are taken out of the observation, passed through Dense layers of
-  `sizes` (each followed by the activation, orthogonal init with gain sqrt(2)), and their
-  output is appended to the rest of the observation, which the network's MLP then reads. With
-  S = 187 points against the Go2 recipe's 50 other inputs, the plain MLP's first layer sees the
-  scan as most of its input; the branch compresses it to `sizes[-1]` features first.
+@dataclasses.dataclass(frozen=True)
+class ScanBranch:
+  """Where the height scan sits in an observation and the widths of its `ScanEncoder`.
 
   Attributes:
     start: where the scan starts in the observation vector.
     size: S, the number of scan points.
     sizes: the branch's layer widths, in order (non-empty).
-    activation: a key of `ACTIVATIONS`.
   """
 
   start: int
   size: int
-  sizes: Sequence[int]
+  sizes: tuple[int, ...]
+
+
+class ScanEncoder(nn.Module):
+  """The height scan's own branch: its slice of the observation through a small MLP.
+
+  The scan's S values are taken out of the observation, passed through Dense layers of
+  `branch.sizes` (each followed by the activation, orthogonal init with gain sqrt(2)), and
+  their output is appended to the rest of the observation, which the network's MLP then reads.
+  With S = 187 points against the Go2 recipe's 50 other inputs, the plain MLP's first layer
+  sees the scan as most of its input; the branch compresses it to `sizes[-1]` features first.
+
+  Attributes:
+    branch: the scan's place and the layer widths.
+    activation: a key of `ACTIVATIONS`.
+  """
+
+  branch: ScanBranch
   activation: str
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
     """Maps float32 [..., I] to float32 [..., I - S + sizes[-1]]."""
-    end = self.start + self.size
-    scan = obs[..., self.start:end]  # [..., S]
-    rest = jnp.concatenate([obs[..., :self.start], obs[..., end:]], axis=-1)  # [..., I - S]
+    start, end = self.branch.start, self.branch.start + self.branch.size
+    scan = obs[..., start:end]  # [..., S]
+    rest = jnp.concatenate([obs[..., :start], obs[..., end:]], axis=-1)  # [..., I - S]
     act = ACTIVATIONS[self.activation]
-    for i, width in enumerate(self.sizes):
+    for i, width in enumerate(self.branch.sizes):
       scan = act(nn.Dense(
           width,
           kernel_init=nn.initializers.orthogonal(math.sqrt(2.0)),
@@ -117,21 +128,11 @@ class ScanEncoder(nn.Module):
     return jnp.concatenate([rest, scan], axis=-1)  # [..., I - S + sizes[-1]]
 
 
-@dataclasses.dataclass(frozen=True)
-class ScanBranch:
-  """Where the height scan sits in an observation and the widths of its `ScanEncoder`."""
-
-  start: int
-  size: int
-  sizes: tuple[int, ...]
-
-
 def _encoded(branch: ScanBranch | None, activation: str, obs: jax.Array) -> jax.Array:
   """`obs` through the scan's branch, named `scan_encoder` in the caller's parameters."""
   if branch is None:
     return obs
-  return ScanEncoder(branch.start, branch.size, branch.sizes, activation,
-                     name="scan_encoder")(obs)
+  return ScanEncoder(branch, activation, name="scan_encoder")(obs)
 
 
 class Actor(nn.Module):
