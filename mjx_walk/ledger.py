@@ -5,7 +5,11 @@
   python -m mjx_walk.ledger runs/<a> runs/<b>       # latest evaluations side by side
 
 Two runs are compared only when their recipes name the same evaluation panel hash; otherwise the
-command refuses and exits with status 1. It imports no JAX or MuJoCo, so it answers at once.
+command refuses and exits with status 1. When both latest evaluations hold several training seeds
+(`seeds`), the comparison is over seeds (`ledger.format_seed_comparison`): per stratum and figure,
+the difference of the means with its 95% bootstrap interval and whether it is within the seed
+spread. Otherwise it is the means side by side (`ledger.format_comparison`), which notes when only
+one run has several seeds. It imports no JAX or MuJoCo, so it answers at once.
 """
 
 from __future__ import annotations
@@ -66,7 +70,9 @@ def main(argv: list[str]) -> None:
   for run_dir, evaluation in zip(run_dirs, evaluations):
     if evaluation is None:
       cli.refuse(f"{run_dir} has no evaluation yet; nothing to compare", status=1)
-  print(ledger.format_comparison(evaluations[0], evaluations[1], (run_dirs[0], run_dirs[1])))
+  compare = (ledger.format_seed_comparison if all("seeds" in e for e in evaluations)
+             else ledger.format_comparison)
+  print(compare(evaluations[0], evaluations[1], (run_dirs[0], run_dirs[1])))
 
 
 if __name__ == "__main__":

@@ -34,8 +34,6 @@ import contextlib
 import copy
 import dataclasses
 import pathlib
-import signal
-import threading
 import time
 from typing import Any
 
@@ -48,6 +46,7 @@ from mjx_walk.evaluation import panel
 from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.learn import guard
 from mjx_walk.learn import records as records_lib
+from mjx_walk.learn import seeds as seeds_lib
 from mjx_walk.learn import sharding
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
@@ -60,22 +59,6 @@ from mjx_walk.sim import families
 from mjx_walk.sim import robots
 
 
-def format_progress(env_steps: int, total: int, sps: float, record: dict[str, float]) -> str:
-  """One progress line: steps, speed, episode return and length, and why episodes ended."""
-  reasons = " ".join(
-      f"{key.split('/')[1]}={record[key]:.0%}" for key in sorted(record)
-      if key.startswith("reset/"))
-  # Before the first episode ends there is no return to show yet.
-  ret = f"{record['episode/return']:8.2f}" if record["episode/count"] else f"{'-':>8}"
-  length = f"{record['episode/length']:6.1f}" if record["episode/count"] else f"{'-':>6}"
-  return (
-      f"steps {env_steps:>11,}/{total:,}  sps {sps:>7,.0f}  "
-      f"return {ret}  len {length}  "
-      f"reward/step {record['reward/total']:+.4f}  ends {int(record['episode/count']):>5}  "
-      f"[{reasons}]"
-  )
-
-
 def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
               config: config_lib.TrainConfig, folder: run_folder.RunFolder, run_start: float,
               log: ledger.Ledger, videos: bool) -> dict:
@@ -83,9 +66,13 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
   `videos`, also saves one traced episode per stratum and renders videos/<update>/. Videos that
   fail to render do not stop the run: the failure is printed and recorded
   (`videos.record_not_rendered`), so that report.md says so."""
-  update = int(carry.train.update_step)
+  update = trainer_lib.update_count(carry.train)
   # A host copy: the evaluator runs on this process's first device, not on the mesh.
-  result, traces = evaluator.run_with_traces(_host_policy(carry))
+  if config.num_seeds == 1:
+    result, traces = evaluator.run_with_traces(_host_policy(carry))
+  else:
+    result, traces = evaluator.run_seeds_with_traces(_host_policy(carry))
+    result["halted_seeds"] = np.flatnonzero(np.asarray(carry.train.halted)).tolist()
   record = ledger.eval_record(result, update=update, env_steps=update * config.batch_size,
                               wall_seconds=time.perf_counter() - run_start)
   log.write(record)
@@ -108,35 +95,6 @@ def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
       print(f"{len(rendered)} videos in {rendered[0].parent} "
             f"({time.perf_counter() - start:.0f} s)", flush=True)
   return record
-
-
-class _StopRequest:
-  """Turns SIGTERM and Ctrl-C into a request to stop after the current chunk.
-
-  A second Ctrl-C while stopping raises KeyboardInterrupt at once.
-  """
-
-  def __init__(self):
-    self.requested = False
-    self._previous = {}
-
-  def __enter__(self) -> _StopRequest:
-    if threading.current_thread() is threading.main_thread():
-      for sig in (signal.SIGTERM, signal.SIGINT):
-        self._previous[sig] = signal.signal(sig, self._handle)
-    return self
-
-  def __exit__(self, *exc_info) -> None:
-    for sig, handler in self._previous.items():
-      signal.signal(sig, handler)
-
-  def _handle(self, signum: int, frame: Any) -> None:
-    del frame
-    if self.requested and signum == signal.SIGINT:
-      raise KeyboardInterrupt
-    self.requested = True
-    print(f"\n{signal.Signals(signum).name}: stopping after this chunk and saving a checkpoint "
-          "(Ctrl-C again to abort without saving).", flush=True)
 
 
 class Diverged(RuntimeError):
@@ -180,7 +138,7 @@ def _resume(folder: run_folder.RunFolder, config: config_lib.TrainConfig,
   Raises:
     checkpoint.CheckpointError: no checkpoint passes verification; nothing was changed.
   """
-  abstract = jax.eval_shape(trainer.init, jax.random.key(config.seed))
+  abstract = jax.eval_shape(trainer.init, seeds_lib.initial_keys(config))
   restored = checkpoint.restore(folder.root, abstract, config, manifest,
                                 log=_say if processes.is_primary() else _quiet)
   processes.barrier("restored")  # every process has read the checkpoint before it is tidied
@@ -309,19 +267,29 @@ def _open_run(config: config_lib.TrainConfig, manifest: families.Manifest,
     processes.barrier("created")
     if not processes.is_primary():
       folder = run_folder.RunFolder.open(run_dir)
-    carry, seconds_before = trainer.init(jax.random.key(config.seed)), 0.0
+    carry, seconds_before = trainer.init(seeds_lib.initial_keys(config)), 0.0
   return folder, trainer, carry, seconds_before
 
 
 def _record_chunk(metrics: dict, config: config_lib.TrainConfig, folder: run_folder.RunFolder,
                   log: ledger.Ledger | _Discard, saver: checkpoint.Checkpointer, *,
-                  first_update: int, sps: float, wall_seconds: float) -> None:
+                  first_update: int, sps: float, wall_seconds: float,
+                  halted: np.ndarray | None = None) -> dict[str, Any]:
   """Appends a chunk's update records to the ledger and writes its early-end traces.
+
+  With several seeds (`halted`: bool [S], the seeds halted before the chunk), see
+  `_record_seed_chunk`.
+
+  Returns:
+    The chunk pooled into one record by `records.summarize`, for the progress line.
 
   Raises:
     Diverged: an update of the chunk went non-finite. The records up to it are written, then a
       `divergence` record; the saver is closed and nothing of the chunk is saved.
   """
+  if halted is not None:
+    return _record_seed_chunk(metrics, config, folder, log, saver, first_update=first_update,
+                              sps=sps, wall_seconds=wall_seconds, halted=halted)
   records = records_lib.update_records(
       metrics, first_update=first_update, batch_size=config.batch_size, sps=sps,
       wall_seconds=wall_seconds, device_memory=records_lib.current_device_memory())
@@ -336,6 +304,52 @@ def _record_chunk(metrics: dict, config: config_lib.TrainConfig, folder: run_fol
     trace_files.write_early_ends(folder.root, metrics, first_update, config.audit.max_traces)
   for record in records:
     log.write(record)
+  return records_lib.summarize(metrics)
+
+
+def _record_seed_chunk(metrics: dict, config: config_lib.TrainConfig,
+                       folder: run_folder.RunFolder, log: ledger.Ledger | _Discard,
+                       saver: checkpoint.Checkpointer, *, first_update: int, sps: float,
+                       wall_seconds: float, halted: np.ndarray) -> dict[str, Any]:
+  """`_record_chunk` of a multi-seed run (metrics [K, S, ...]).
+
+  A seed whose update went non-finite halted there (the trainer kept its last finite state): its
+  `divergence` record (with `seed`) follows the chunk's update records, a line says so, and the
+  other seeds go on. The update records pool the seeds still training at each update
+  (`records.seed_update_records`); the early-end traces are the lowest such seed's.
+
+  Raises:
+    Diverged: every seed has halted; the saver is closed and nothing of the chunk is saved.
+  """
+  num_updates = len(metrics["guard/nonfinite"])
+  active = np.repeat(~np.asarray(halted, bool)[None], num_updates, axis=0)  # [K, S]
+  diverged = {seed: found for seed, found in guard.seed_divergences(metrics).items()
+              if not halted[seed]}
+  for seed, (k, _) in diverged.items():
+    active[k:, seed] = False
+  records = records_lib.seed_update_records(
+      metrics, active, first_update=first_update, batch_size=config.batch_size, sps=sps,
+      wall_seconds=wall_seconds, device_memory=records_lib.current_device_memory())
+  training = np.flatnonzero(active[-1])
+  if processes.is_primary() and training.size:
+    trace_files.write_early_ends(folder.root, records_lib.seed_metrics(metrics, training[0]),
+                                 first_update, config.audit.max_traces)
+  for record in records:
+    log.write(record)
+  saved = checkpoint.steps(folder.root)
+  say = _say if processes.is_primary() else _quiet
+  for seed, (k, quantities) in sorted(diverged.items()):
+    update = first_update + k + 1
+    log.write({"kind": "divergence", "update": update, "seed": seed, "nonfinite": quantities,
+               "last_checkpoint": saved[-1] if saved else None})
+    say(f"seed {seed} diverged at update {update} (non-finite {', '.join(quantities)}): it "
+         f"stopped there and keeps its update {update - 1} parameters; "
+         f"{training.size} of {len(halted)} seeds train on.")
+  if not training.size:
+    saver.close()
+    k, quantities = min(diverged.values()) if diverged else (0, [])
+    raise _diverged(folder, log, first_update + k + 1, quantities)
+  return records_lib.summarize_seeds(metrics, training.tolist())
 
 
 def _save(saver: checkpoint.Checkpointer, carry: trainer_lib.Carry, run_start: float,
@@ -393,7 +407,8 @@ def _agreed_score(evaluation: dict | None) -> float | None:
 
 @dataclasses.dataclass(frozen=True)
 class RunResult:
-  """What `run` returns: the folder it wrote, the final held-out evaluation, the trained policy."""
+  """What `run` returns: the folder it wrote, the final held-out evaluation, the trained policy
+  (with several seeds, the best one's)."""
 
   run_dir: pathlib.Path
   """The run folder: config.json, manifest.json, ledger.jsonl, eval/, videos/, checkpoints/."""
@@ -444,7 +459,7 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None = Non
     checkpoint.CheckpointError: a resume found no checkpoint that passes verification.
     Diverged: an update went non-finite; nothing of it was saved.
   """
-  devices = devices or sharding.make()
+  devices = sharding.for_seeds(devices or sharding.make(), config.num_seeds)
   primary = processes.is_primary()
   say = _say if primary else _quiet
   manifest = _check_before_writing(config, devices, run_dir)
@@ -458,23 +473,27 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None = Non
   schedule = Schedule(config, wall_budget_seconds, eval_every_seconds,
                       last_evaluation=time.perf_counter())
   total = config.num_chunks * config.env_steps_per_chunk
-  first_chunk = int(carry.train.update_step) // config.updates_per_chunk
+  first_chunk = trainer_lib.update_count(carry.train) // config.updates_per_chunk
   saver = checkpoint.Checkpointer(folder.root, config, manifest)
   last_eval = None
   log_file = ledger.Ledger(folder.ledger_path) if primary else contextlib.nullcontext(_Discard())
-  with log_file as log, _StopRequest() as stop:
-    log.write(dict(recipe, resumed_from_update=int(carry.train.update_step)) if resume else recipe)
+  with log_file as log, processes.StopRequest() as stop:
+    log.write(dict(recipe, resumed_from_update=trainer_lib.update_count(carry.train))
+              if resume else recipe)
     for chunk in range(first_chunk, config.num_chunks):
       start = time.perf_counter()
-      first_update = int(carry.train.update_step)
+      first_update = trainer_lib.update_count(carry.train)
+      # With seeds, which had halted before this chunk (a few bytes, read before it starts).
+      halted = None if config.num_seeds == 1 else np.asarray(carry.train.halted)
       carry, metrics = trainer.train_chunk(carry)
       metrics = jax.device_get(metrics)  # waits for the chunk; the only host sync per chunk
       seconds = time.perf_counter() - start
-      sps = config.env_steps_per_chunk / seconds
-      _record_chunk(metrics, config, folder, log, saver, first_update=first_update, sps=sps,
-                    wall_seconds=time.perf_counter() - run_start)
+      sps = config.num_seeds * config.env_steps_per_chunk / seconds
+      pooled = _record_chunk(metrics, config, folder, log, saver, first_update=first_update,
+                             sps=sps, wall_seconds=time.perf_counter() - run_start,
+                             halted=halted)
       steps = trainer_lib.env_steps(carry.train, config)
-      line = format_progress(steps, total, sps, records_lib.summarize(metrics))
+      line = records_lib.format_progress(steps, total, sps, pooled)
       say(line + (f"  (includes compile: {seconds:.0f} s)" if chunk == first_chunk else ""))
 
       now = time.perf_counter()
@@ -493,7 +512,7 @@ def run(config: config_lib.TrainConfig, run_dir: pathlib.Path | str | None = Non
         break
       if stop.requested:
         saver.close()
-        say(f"stopped at update {int(carry.train.update_step)} ({steps:,} env steps); "
+        say(f"stopped at update {trainer_lib.update_count(carry.train)} ({steps:,} env steps); "
             f"checkpoint {path}.\nresume with: python -m mjx_walk.train --resume={folder.root}")
         return _result(folder, trainer, carry, config, manifest, None, stopped=True)
   saver.close()
@@ -514,11 +533,16 @@ def _host_policy(carry: trainer_lib.Carry) -> policy_lib.PolicyParams:
 def _result(folder: run_folder.RunFolder, trainer: trainer_lib.Trainer, carry: trainer_lib.Carry,
             config: config_lib.TrainConfig, manifest: families.Manifest,
             evaluation: dict | None, stopped: bool) -> RunResult:
-  """The `RunResult` of a run whose host loop ended with `carry`."""
+  """The `RunResult` of a run whose host loop ended with `carry`; with several seeds its policy
+  is the final evaluation's best seed (`policy.best_seed`), or seed 0 without one."""
+  params, seed = _host_policy(carry), 0
+  if config.num_seeds > 1:
+    seed = evaluation["video_seed"] if evaluation is not None else 0
+    params = jax.tree.map(lambda leaf: leaf[seed], params)
   policy = policy_lib.Policy(
-      params=_host_policy(carry), observation_spec=trainer.env.observation_spec()["policy"],
+      params=params, observation_spec=trainer.env.observation_spec()["policy"],
       networks=trainer.networks, config=config, manifest=manifest,
-      step=int(carry.train.update_step), run_dir=folder.root)
+      step=trainer_lib.update_count(carry.train), run_dir=folder.root, seed=seed)
   return RunResult(run_dir=folder.root, evaluation=evaluation, policy=policy,
                    env_steps=trainer_lib.env_steps(carry.train, config), stopped=stopped)
 

@@ -72,6 +72,8 @@ SHARDED_NORMALIZER = ("tests/test_sharding.py::CollectivesTest::test_normalizer_
                       "devices_moments_exactly",)
 SHARDED_ROWS = ("tests/test_sharding.py::CollectivesTest",)
 CONFIG = ("tests/test_config.py",)
+SEED_AXIS = ("tests/test_seeds.py::SeedAxisTest",)
+SEED_SPREAD = ("tests/test_seeds.py::EvaluateSeedsTest",)
 OBSERVATIONS = ("tests/test_observations.py",)
 WORLDS = ("tests/test_sim2sim.py::WorldsTest",)
 SIM2SIM_COMMAND = ("tests/test_sim2sim.py::Sim2SimCommandTest::test_c_mujoco_with_mjx_solver_"
@@ -651,6 +653,23 @@ MUTANTS = (
     Mutant("onnx_scan_branch_features_first", "mjx_walk/deploy/onnx_policy.py",
            "    x = g.node(\"Concat\", rest, scan, axis=1)\n",
            "    x = g.node(\"Concat\", scan, rest, axis=1)\n", SCAN_BRANCH_EXPORT),
+    # Several seeds: every seed left with seed 0's optimiser state (moments, step count and
+    # adapted learning rate) after each update, instead of its own.
+    Mutant("seeds_share_one_optimiser_state", "mjx_walk/learn/seeds.py",
+           "  return after.replace(params=kept[0], opt_state=kept[1], normalizer=kept[2], "
+           "halted=halted)\n",
+           "  shared = jax.tree.map(lambda x: jnp.broadcast_to(x[:1], x.shape), kept[1])\n"
+           "  return after.replace(params=kept[0], opt_state=shared, normalizer=kept[2], "
+           "halted=halted)\n", SEED_AXIS),
+    # Several seeds all started from the run seed's one key.
+    Mutant("one_key_for_every_seed", "mjx_walk/learn/seeds.py",
+           "jax.random.key(config.seed + k) for k in range(config.num_seeds)",
+           "jax.random.key(config.seed) for k in range(config.num_seeds)", SEED_AXIS),
+    # The spread of a multi-seed evaluation taken over env slots instead of over seeds.
+    Mutant("seed_spread_over_envs", "mjx_walk/evaluation/panel.py",
+           "    seed_stats = [jax.tree.map(lambda x, k=k: x[k], stats) for k in range(num_seeds)]\n",
+           "    seed_stats = [jax.tree.map(lambda x, k=k: x[:, k], stats) for k in range(num_seeds)]\n",
+           SEED_SPREAD),
     # The comparison figure drawing and quoting `flat` whatever --stratum asks for.
     Mutant("compare_runs_ignores_the_stratum", "experiments/compare_runs.py",
            "  stratum = _STRATUM.value\n", "  stratum = \"flat\"\n",

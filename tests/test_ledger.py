@@ -20,6 +20,7 @@ from mjx_walk import ledger as ledger_cli
 from mjx_walk.learn import records as records_lib
 from mjx_walk.run import ledger
 from mjx_walk.run import provenance
+from mjx_walk.run import spread
 
 import commands
 
@@ -275,6 +276,124 @@ def test_format_comparison():
   flat = next(line for line in text.splitlines() if line.startswith("flat"))
   assert "runs/a" in text and "runs/b" in text
   assert "50.0%" in flat and "87.5%" in flat and "+37.5%" in flat
+
+
+def test_format_eval_table_of_one_seed_is_pinned():
+  # A run of one seed prints as it did before runs had several: no seed count, no interval line.
+  # The expected text is written out by hand.
+  record = ledger.eval_record(eval_result(), update=2, env_steps=196608, wall_seconds=9.5)
+  assert ledger.format_eval_table(record) == "\n".join([
+      "evaluation at update 2 (196,608 env steps), panel def",
+      "stratum     envs  success    fall   length  lin err  yaw err    return  resets",
+      "flat          32    87.5%    9.4%    480.2    0.123    0.250     12.50  timeout=28 fall=3",
+      "slope         32    50.0%   25.0%    480.2    0.123    0.250     12.50  timeout=20 fall=8"])
+
+
+def seed_stratum(success: float, fall: float, lin: float, yaw: float) -> dict:
+  """One seed's table of one stratum, 32 envs."""
+  falls = round(32 * fall)
+  return {"num_envs": 32, "success_rate": success, "fall_rate": fall, "episode_length": 400.0,
+          "lin_vel_error": lin, "yaw_rate_error": yaw, "return": 10.0,
+          "reset": {"fall": falls, "timeout": 32 - falls}}
+
+
+def seeded_eval(per_seed: list[dict], update: int = 2) -> dict:
+  """An eval record of several seeds, as a run of `config.num_seeds` = len(per_seed) writes it."""
+  strata, spreads = spread.across_seeds(per_seed)
+  return ledger.eval_record({"panel_hash": "def", "num_seeds": len(per_seed), "strata": strata,
+                             "seeds": per_seed, "spread": spreads},
+                            update=update, env_steps=196608, wall_seconds=9.5)
+
+
+def run_a_seeds() -> list[dict]:
+  return [{"flat": seed_stratum(0.5, 0.25, 0.1, 0.5)}, {"flat": seed_stratum(0.75, 0.25, 0.2, 0.5)}]
+
+
+def run_b_seeds() -> list[dict]:
+  return [{"flat": seed_stratum(1.0, 0.0, 0.4, 0.25), "slope": seed_stratum(0.5, 0.5, 0.3, 0.3)},
+          {"flat": seed_stratum(1.0, 0.5, 0.5, 0.25), "slope": seed_stratum(0.5, 0.5, 0.3, 0.3)}]
+
+
+def test_format_eval_table_of_several_seeds():
+  # Two seeds succeed on flat in 50% and 75%: a resample is both of one seed with probability
+  # 1/4 (more than 2.5%), so the 95% interval runs from one seed's value to the other's.
+  table = ledger.format_eval_table(seeded_eval(run_a_seeds()))
+  lines = table.splitlines()
+  assert lines[0] == ("evaluation at update 2 (196,608 env steps), panel def; 2 seeds: envs per "
+                      "seed, figures the mean over seeds, resets summed over seeds")
+  assert lines[2].split() == ["flat", "32", "62.5%", "25.0%", "400.0", "0.150", "0.500", "10.00",
+                              "timeout=48", "fall=16"]
+  assert lines[3] == " " * 12 + "success 95% CI [50.0%, 75.0%]  fall [25.0%, 25.0%]"
+  assert len(lines) == 4
+
+
+def test_format_seed_comparison():
+  # Worked out by hand. Run a's two seeds, run b's two: each run's resampled mean is one seed's
+  # value twice with probability 1/4, so d's extremes have probability 1/16 = 6.25% > 2.5% and
+  # are the interval's ends.
+  #   success  a 0.5, 0.75 (mean 0.625); b 1, 1: d = 0.375 in [1 - 0.75, 1 - 0.5] (b better)
+  #   fall     a 0.25, 0.25; b 0, 0.5 (mean 0.25): d = 0 in [-0.25, 0.25] (within spread)
+  #   lin err  a 0.1, 0.2; b 0.4, 0.5: d = 0.3 in [0.4 - 0.2, 0.5 - 0.1] (b worse: lower is better)
+  #   yaw err  a 0.5, 0.5; b 0.25, 0.25: d = -0.25 in [-0.25, -0.25] (b better)
+  # Slope is b's alone: its rows have b's means and no difference.
+  a, b = seeded_eval(run_a_seeds()), seeded_eval(run_b_seeds(), update=4)
+  text = ledger.format_seed_comparison(a, b, ("runs/a", "runs/b"))
+  lines = text.splitlines()
+  assert lines[0].startswith("a = runs/a (update 2, 2 seeds), b = runs/b (update 4, 2 seeds); "
+                             "d = b - a"), lines[0]
+  assert lines[1].split() == ["stratum", "figure", "a", "b", "d", "95%", "interval", "of", "d",
+                              "mark"]
+  assert [line.split() for line in lines[2:]] == [
+      ["flat", "success", "62.5%", "100.0%", "+37.5%", "[+25.0%,", "+50.0%]", "b", "better"],
+      ["flat", "fall", "25.0%", "25.0%", "+0.0%", "[-25.0%,", "+25.0%]", "within", "spread"],
+      ["flat", "lin", "err", "0.150", "0.450", "+0.300", "[+0.200,", "+0.400]", "b", "worse"],
+      ["flat", "yaw", "err", "0.500", "0.250", "-0.250", "[-0.250,", "-0.250]", "b", "better"],
+      ["slope", "success", "-", "50.0%", "-", "-", "-"],
+      ["slope", "fall", "-", "50.0%", "-", "-", "-"],
+      ["slope", "lin", "err", "-", "0.300", "-", "-", "-"],
+      ["slope", "yaw", "err", "-", "0.300", "-", "-", "-"]]
+  # The mark starts in the same column on every row with one.
+  assert len({line.index(mark) for line in lines[2:6]
+              for mark in ("within", "b better", "b worse") if mark in line}) == 1
+
+
+def test_format_comparison_notes_when_only_one_run_has_several_seeds():
+  one = ledger.eval_record(eval_result(success=0.5), update=2, env_steps=1, wall_seconds=1.0)
+  several = seeded_eval(run_b_seeds(), update=4)
+  text = ledger.format_comparison(one, several, ("runs/a", "runs/b"))
+  flat = next(line for line in text.splitlines() if line.startswith("flat"))
+  assert flat.split()[1:4] == ["50.0%", "100.0%", "+50.0%"], flat  # b's mean over seeds
+  assert text.splitlines()[-1] == (
+      "d has no interval over seeds: that needs several seeds on both sides, and runs/a has one "
+      "(the figures of runs/b are the means over its seeds)")
+  # Two runs of one seed each: no note.
+  assert "interval" not in ledger.format_comparison(one, one, ("runs/a", "runs/b"))
+
+
+def write_seeded_eval(run_dir: pathlib.Path, per_seed: list[dict]) -> None:
+  """Appends an evaluation of several seeds (at update 3) to a run written by `write_run`."""
+  with ledger.Ledger(run_dir / ledger.FILENAME) as book:
+    book.write(seeded_eval(per_seed, update=3))
+
+
+def test_cli_compares_two_multi_seed_runs_over_seeds(tmp_path):
+  for run, per_seed in (("a", run_a_seeds()), ("b", run_b_seeds())):
+    write_run(tmp_path / run)
+    write_seeded_eval(tmp_path / run, per_seed)
+  write_run(tmp_path / "c")  # one seed
+  names = {run: str(tmp_path / run) for run in "abc"}
+  evaluations = {run: ledger.latest(ledger.read_run(tmp_path / run), "eval") for run in "abc"}
+  ran = commands.run_main(ledger_cli.main, names["a"], names["b"])
+  assert (ran.status, ran.err) == (0, "")
+  assert ran.out == ledger.format_seed_comparison(
+      evaluations["a"], evaluations["b"], (names["a"], names["b"])) + "\n"
+  assert "95% interval of d" in ran.out and "[+25.0%, +50.0%]" in ran.out
+  # One run of several seeds against one of one: the means side by side, and the note.
+  ran = commands.run_main(ledger_cli.main, names["a"], names["c"])
+  assert (ran.status, ran.err) == (0, "")
+  assert ran.out == ledger.format_comparison(
+      evaluations["a"], evaluations["c"], (names["a"], names["c"])) + "\n"
+  assert "needs several seeds on both sides" in ran.out and "95% interval" not in ran.out
 
 
 def test_cli_shows_one_run(tmp_path):

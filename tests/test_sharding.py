@@ -201,7 +201,7 @@ class CollectivesTest(chex.TestCase):
   def test_family_counts_use_each_devices_global_env_index(self):
     # Device 1 of 2 holds envs 4..7 of 8; 3 families: env i is in family i % 3.
     samples = jnp.array([[0, 1, 2, 3, 4, 5, 6, 7]])  # sample s is local env s % 4, step s // 4
-    counts = trainer_lib._family_counts(samples, num_envs=4, num_families=3, first_env=4)
+    counts = audit.family_counts(samples, num_envs=4, num_families=3, first_env=4)
     envs = 4 + np.arange(8) % 4
     np.testing.assert_array_equal(counts, [np.bincount(envs % 3, minlength=3)])
 
@@ -253,7 +253,7 @@ class GeometryTest(absltest.TestCase):
     # Catches a split check made after the run folder is created (or not made at all): the
     # training loop itself is given 4 devices that 6 envs cannot be spread over. The fake device
     # set has only what the checks before writing read; nothing compiles.
-    fake = type("FourDevices", (), {"count": 4, "processes": 1})()
+    fake = type("FourDevices", (), {"count": 4, "processes": 1, "seeded": False})()
     run_dir = pathlib.Path(self.create_tempdir().full_path) / "refused"
     with self.assertRaisesRegex(ValueError, r"num_envs=6 cannot be split over 4 devices: it must "
                                 r"be a multiple of the device count \(e.g. 4 or 8\)"):

@@ -13,6 +13,7 @@ import numpy as np
 from mjx_walk import config as config_lib
 from mjx_walk import runner
 from mjx_walk import train as train_lib
+from mjx_walk.learn import audit
 from mjx_walk.learn import guard
 from mjx_walk.learn import networks as networks_lib
 from mjx_walk.learn import normalizer
@@ -544,7 +545,7 @@ class FamilyCountsTest(absltest.TestCase):
                         [1, 3, 5, 7],    # envs 1, 3, 1, 3 -> family 1 only
                         [0, 1, 6, 11],   # envs 0, 1, 2, 3 -> both, equally
                         [0, 2, 4, 3]])   # envs 0, 2, 0, 3 -> 3 from family 0, 1 from family 1
-    counts = trainer_lib._family_counts(samples, num_envs=4, num_families=2)
+    counts = audit.family_counts(samples, num_envs=4, num_families=2)
     np.testing.assert_array_equal(counts, [[4, 0], [0, 4], [2, 2], [3, 1]])
 
 
@@ -612,13 +613,13 @@ class TrainCliTest(absltest.TestCase):
   def test_progress_line(self):
     record = {"episode/return": 3.25, "episode/length": 812.0, "episode/count": 40.0,
               "reward/total": 0.0045, "reset/fall": 0.25, "reset/timeout": 0.75}
-    line = runner.format_progress(98_304, 6_045_696, 5123.4, record)
+    line = records_lib.format_progress(98_304, 6_045_696, 5123.4, record)
     self.assertIn("steps      98,304/6,045,696", line)
     self.assertIn("sps   5,123", line)
     self.assertIn("return     3.25  len  812.0", line)
     self.assertIn("ends    40  [fall=25% timeout=75%]", line)
     empty = dict(record, **{"episode/count": 0.0, "episode/return": float("nan")})
-    self.assertIn("return        -  len      -", runner.format_progress(1, 2, 3.0, empty))
+    self.assertIn("return        -  len      -", records_lib.format_progress(1, 2, 3.0, empty))
 
   def test_cli_rejects_bad_override_before_compiling(self):
     ran = commands.run_main(train_lib.main, f"--config={REPO / 'experiments/recipes/go2_flat.py'}",

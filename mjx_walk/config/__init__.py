@@ -30,6 +30,7 @@ from mjx_walk.config.run import flat_fields
 from mjx_walk.config.run import from_dict
 from mjx_walk.config.run import get_field
 from mjx_walk.config.run import load_file
+from mjx_walk.config.run import MAX_SEEDS
 from mjx_walk.config.run import RESUMABLE_FIELDS
 from mjx_walk.config.run import set_field
 from mjx_walk.config.run import substeps
@@ -42,7 +43,8 @@ from mjx_walk.config.terrain import TerrainConfig
 
 __all__ = [
     "ACTIVATIONS", "ALL_STRATA", "AuditConfig", "CheckpointConfig", "CommandRanges",
-    "EnvConfig", "FamilyConfig", "GROUNDS", "NetworkConfig", "PanelConfig", "PPOConfig",
+    "EnvConfig", "FamilyConfig", "GROUNDS", "MAX_SEEDS", "NetworkConfig", "PanelConfig",
+    "PPOConfig",
     "RESUMABLE_FIELDS", "ReportConfig", "RewardConfig", "STAIR_RISERS_CM", "STAIR_STRATA",
     "STRATA", "ScanConfig", "TERRAIN_STRATA",
     "TERRAIN_TYPES", "TerrainConfig", "TrainConfig", "computation_changes", "default",

@@ -45,6 +45,11 @@ class TrainConfig:
   default and when it first walks on the held-out panel)."""
   seed: int = 0
   """Run seed: network init, env noise, and the training families' seeds."""
+  num_seeds: int = 1
+  """Training seeds S trained side by side in one compiled program (`mjx_walk.learn.trainer`):
+  seed k has its own network initialisation, optimiser, normaliser, PPO and rollout keys (from
+  `seed + k`) and adaptive learning rate, and its own num_envs envs; all of them share the
+  training families and the held-out panel. 1 is the single-seed run."""
   env: env_lib.EnvConfig = dataclasses.field(default_factory=env_lib.EnvConfig)
   families: families_lib.FamilyConfig = dataclasses.field(default_factory=families_lib.FamilyConfig)
   panel: panel_lib.PanelConfig = dataclasses.field(default_factory=panel_lib.PanelConfig)
@@ -80,6 +85,10 @@ class TrainConfig:
 
   def to_json(self) -> str:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+MAX_SEEDS = 64
+"""The most training seeds one run trains side by side."""
 
 
 RESUMABLE_FIELDS = (
@@ -190,6 +199,10 @@ def _validate_top_level(config: TrainConfig) -> None:
     fail("seed", config.seed, "it must be a non-negative integer")
   for name in ("num_envs", "unroll_length", "updates_per_chunk", "total_env_steps"):
     check_positive_int(name, getattr(config, name))
+  if isinstance(config.num_seeds, bool) or not isinstance(config.num_seeds, int) or not (
+      1 <= config.num_seeds <= MAX_SEEDS):
+    fail("num_seeds", config.num_seeds,
+         f"it must be an integer from 1 (one training seed) to {MAX_SEEDS}")
 
 
 def _validate_across_sections(config: TrainConfig) -> None:

@@ -43,6 +43,7 @@ from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
+from mjx_walk.run import spread as spread_lib
 from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import env_state
@@ -176,6 +177,9 @@ class Evaluator:
   run: Callable[[policy_lib.PolicyParams], tuple[EpisodeStats, EpisodeTraces]]
   """Jitted policy parameters -> (final EpisodeStats with leaves [panel.num_envs], the
   EpisodeTraces of one env per stratum)."""
+  run_seeds: Callable[[policy_lib.PolicyParams], tuple[EpisodeStats, EpisodeTraces]]
+  """`run` vmapped over a leading seed axis of the parameters, jitted: the panel of every
+  training seed in one pass (compiled on its first call only)."""
 
   def __call__(self, params: policy_lib.PolicyParams) -> dict[str, Any]:
     """Evaluates and summarizes: the per-stratum metrics as plain Python numbers."""
@@ -190,6 +194,28 @@ class Evaluator:
     for every caller."""
     stats, traces = jax.device_get(self.run(jax.device_get(params)))
     return summarize(stats, self.manifest, self.config), traces
+
+  def run_seeds_with_traces(self, params: policy_lib.PolicyParams
+                            ) -> tuple[dict[str, Any], EpisodeTraces]:
+    """Evaluates S training seeds at once (`params` with a leading [S] axis).
+
+    Returns:
+      The result: `panel_hash`, `num_seeds`, `strata` (the mean over seeds, resets summed),
+      `seeds` (each seed's own `strata`, in seed order), `spread` (per stratum, the mean, the
+      interquartile mean and the 95% bootstrap interval over seeds of success, falls and
+      tracking errors: `mjx_walk.run.spread`) and `video_seed`; and the traced episodes of
+      `video_seed`, the seed `policy.best_seed` picks.
+    """
+    stats, traces = jax.device_get(self.run_seeds(jax.device_get(params)))
+    num_seeds = np.asarray(stats.length).shape[0]
+    # The units of the spread are the seeds: seed k's envs are stats[k].
+    seed_stats = [jax.tree.map(lambda x, k=k: x[k], stats) for k in range(num_seeds)]
+    per_seed = [summarize(one, self.manifest, self.config)["strata"] for one in seed_stats]
+    strata, spread = spread_lib.across_seeds(per_seed)
+    best = policy_lib.best_seed(per_seed)
+    result = {"panel_hash": self.manifest.panel_hash, "num_seeds": num_seeds, "strata": strata,
+              "seeds": per_seed, "spread": spread, "video_seed": best}
+    return result, jax.tree.map(lambda x: x[best], traces)
 
 
 def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
@@ -234,7 +260,8 @@ def make_evaluator(config: config_lib.TrainConfig, manifest: families.Manifest,
     )
     return stats, traces
 
-  return Evaluator(config=config, manifest=manifest, networks=nets, env=env, run=jax.jit(run))
+  return Evaluator(config=config, manifest=manifest, networks=nets, env=env, run=jax.jit(run),
+                   run_seeds=jax.jit(jax.vmap(run)))
 
 
 def summarize(stats: EpisodeStats, manifest: families.Manifest,

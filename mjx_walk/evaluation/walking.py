@@ -65,8 +65,22 @@ def _terrain_figures(evals: list[dict], updates: list[dict]) -> dict:
   }
 
 
+def seed_minutes_to_walk(evals: list[dict]) -> list[float | None] | None:
+  """With several training seeds, each seed's minutes to walk: the wall-clock minutes of the
+  first evaluation whose `flat` stratum of that seed (`seeds[k]`) meets the walking criteria,
+  or None for a seed that never did; None for a single-seed run."""
+  if not evals or "seeds" not in evals[-1] or "flat" not in evals[-1]["strata"]:
+    return None
+  minutes = []
+  for k in range(len(evals[-1]["seeds"])):
+    walking = [r for r in evals if walks(r["seeds"][k]["flat"])]
+    minutes.append(round(walking[0]["wall_seconds"] / 60, 2) if walking else None)
+  return minutes
+
+
 def summarize(records: list[dict]) -> dict:
-  """The benchmark's JSON figures from a run's ledger records."""
+  """The benchmark's JSON figures from a run's ledger records. With several training seeds
+  `minutes_to_walk` is the seed mean's and `seed_minutes_to_walk` lists each seed's."""
   evals = ledger.of_kind(records, "eval")
   updates = ledger.of_kind(records, "update")
   first_chunk_sps = updates[0]["perf/sps"] if updates else None
@@ -81,6 +95,8 @@ def summarize(records: list[dict]) -> dict:
           for r in evals if "flat" in r["strata"]],
       "env_steps": updates[-1]["env_steps"] if updates else 0,
       "train_sps": round(statistics.median(steady)) if steady else None,
+      **({"seed_minutes_to_walk": seed_minutes_to_walk(evals)}
+         if evals and "seeds" in evals[-1] else {}),
       **(_terrain_figures(evals, updates)
          if evals and all(s in evals[0]["strata"] for s in TERRAIN_TARGETS) else {}),
   }

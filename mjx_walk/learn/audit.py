@@ -446,3 +446,14 @@ def rollout_metrics(signals: env_state.StepSignals, early_end: jax.Array,
     metrics.update({f"trace/{field.name}": getattr(picked, field.name)
                     for field in dataclasses.fields(picked)})
   return metrics
+
+
+def family_counts(samples: jax.Array, num_envs: int, num_families: int,
+                   first_env: jax.Array | int = 0) -> jax.Array:
+  """Samples of each family in each minibatch. samples: [M, B] indices into the flattened
+  [T*N] batch of N envs, the first of which is env `first_env` of the whole batch: sample s
+  came from env first_env + s % N, of family (first_env + s % N) % F. Returns int32 [M, F]."""
+  family = (first_env + samples % num_envs) % num_families  # [M, B]
+  rows = jnp.arange(samples.shape[0])[:, None]  # [M, 1]
+  return jnp.zeros((samples.shape[0], num_families), jnp.int32).at[rows, family].add(1)
+

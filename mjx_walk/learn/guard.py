@@ -55,3 +55,16 @@ def first_divergence(metrics: dict[str, np.ndarray]) -> tuple[int, list[str]] | 
     return None
   k = int(bad[0])
   return k, [name for name, flag in zip(GUARDED, flags[k]) if flag]
+
+
+def seed_divergences(metrics: dict[str, np.ndarray]) -> dict[int, tuple[int, list[str]]]:
+  """`first_divergence` of each seed of a multi-seed chunk (`guard/nonfinite` of shape
+  [K, S, Q]): {seed: (k, names)} for the seeds whose flags fired in this chunk."""
+  flags = np.asarray(metrics["guard/nonfinite"])  # [K, S, Q]
+  found = {}
+  for seed in range(flags.shape[1]):
+    divergence = first_divergence({"guard/nonfinite": flags[:, seed]})
+    if divergence is not None:
+      found[seed] = divergence
+  return found
+

@@ -101,12 +101,77 @@ def update_records(metrics: dict[str, np.ndarray], *, first_update: int, batch_s
   num_updates = len(next(iter(metrics.values())))
   records = []
   for k in range(num_updates):
-    update = first_update + k + 1
-    record = {"kind": "update", "update": update, "env_steps": update * batch_size,
-              "perf/sps": sps, "perf/wall_seconds": wall_seconds,
-              "device/memory_bytes": device_memory}
+    record = _header(first_update + k + 1, batch_size, sps, wall_seconds, device_memory)
     update_metrics = {key: value[k:k + 1] for key, value in metrics.items()}
     record.update(summarize(update_metrics))
+    records.append(record)
+  return records
+
+
+def _header(update: int, batch_size: int, sps: float, wall_seconds: float,
+            device_memory: int | None) -> dict[str, Any]:
+  """An update record's first fields: where in the run, and the chunk's speed."""
+  return {"kind": "update", "update": update, "env_steps": update * batch_size,
+          "perf/sps": sps, "perf/wall_seconds": wall_seconds,
+          "device/memory_bytes": device_memory}
+
+
+PER_SEED = ("episode/return", "episode/length", "reward/total", "loss/approx_kl",
+            "loss/explained_variance", "ppo/learning_rate", "policy/std_mean",
+            "terrain/mean_level")
+"""The figures a multi-seed update record also lists seed by seed (`seeds`), beside every
+reset-reason share."""
+
+
+def seed_metrics(metrics: Mapping[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+  """One seed's metrics of a multi-seed chunk (leaves [K, S, ...] -> [K, ...])."""
+  return {key: np.asarray(value)[:, seed] for key, value in metrics.items()}
+
+
+def summarize_seeds(metrics: Mapping[str, np.ndarray], seeds: list[int]) -> dict[str, Any]:
+  """`summarize` of a multi-seed chunk (leaves [K, S, ...]) over the given seeds: episodes,
+  resets and audits are pooled over those seeds' envs as over a chunk's updates, and on a
+  heightfield `terrain/levels` counts every one of those seeds' envs after the last update."""
+  chosen = {key: np.asarray(value)[:, seeds] for key, value in metrics.items()}
+  pooled = {key: value.reshape((-1,) + value.shape[2:]) for key, value in chosen.items()}
+  record = summarize(pooled)
+  if "terrain/levels" in chosen:
+    counts = chosen["terrain/levels"][-1].sum(axis=0)  # [types, levels] over the seeds
+    record["terrain/levels"] = {
+        config_lib.TERRAIN_TYPES[t]: [int(round(c)) for c in counts[t]]
+        for t in np.flatnonzero(counts.sum(axis=1))}
+  return record
+
+
+def seed_update_records(metrics: dict[str, np.ndarray], active: np.ndarray, *,
+                        first_update: int, batch_size: int, sps: float, wall_seconds: float,
+                        device_memory: int | None) -> list[dict]:
+  """One `kind="update"` record per update of a multi-seed chunk.
+
+  Each is `update_records`' record pooled over the seeds still training at that update
+  (`summarize_seeds`), with `seeds`: {figure: [one value per seed]} for `PER_SEED` and the
+  reset-reason shares, each seed's own update reduced by `summarize` (a halted seed's values
+  are null), and `halted_seeds`. `perf/sps` counts the env steps of every seed.
+
+  Args:
+    metrics: the chunk's metrics on the host, leaves [K, S, ...].
+    active: bool [K, S], the seeds whose update k counted (not halted before or at it).
+    first_update, batch_size, sps, wall_seconds, device_memory: as `update_records`; batch_size
+      is one seed's.
+  """
+  records = []
+  for k, alive in enumerate(np.asarray(active, bool)):
+    record = _header(first_update + k + 1, batch_size, sps, wall_seconds, device_memory)
+    update = {key: value[k:k + 1] for key, value in metrics.items()}
+    seeds = np.flatnonzero(alive).tolist()
+    per_seed = [summarize(seed_metrics(update, s)) if alive[s] else None
+                for s in range(len(alive))]
+    if seeds:
+      record.update(summarize_seeds(update, seeds))
+      record["seeds"] = {key: [None if one is None else one[key] for one in per_seed]
+                         for key in per_seed[seeds[0]]
+                         if key in PER_SEED or key.startswith("reset/")}
+    record["halted_seeds"] = np.flatnonzero(~alive).tolist()
     records.append(record)
   return records
 
@@ -118,3 +183,19 @@ def current_device_memory() -> int | None:
   if not stats or "bytes_in_use" not in stats:
     return None
   return int(stats["bytes_in_use"])
+
+
+def format_progress(env_steps: int, total: int, sps: float, record: dict[str, float]) -> str:
+  """One progress line: steps, speed, episode return and length, and why episodes ended."""
+  reasons = " ".join(
+      f"{key.split('/')[1]}={record[key]:.0%}" for key in sorted(record)
+      if key.startswith("reset/"))
+  # Before the first episode ends there is no return to show yet.
+  ret = f"{record['episode/return']:8.2f}" if record["episode/count"] else f"{'-':>8}"
+  length = f"{record['episode/length']:6.1f}" if record["episode/count"] else f"{'-':>6}"
+  return (
+      f"steps {env_steps:>11,}/{total:,}  sps {sps:>7,.0f}  "
+      f"return {ret}  len {length}  "
+      f"reward/step {record['reward/total']:+.4f}  ends {int(record['episode/count']):>5}  "
+      f"[{reasons}]"
+  )

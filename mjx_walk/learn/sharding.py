@@ -6,6 +6,12 @@ n = num_envs / D, so env i keeps training family i % F whatever D is, and the ma
 answers "what did env i see". Across hosts, `jax.distributed` makes the mesh span every process's
 devices, in process order.
 
+A run of S > 1 training seeds (`config.num_seeds`) has a 2-D mesh, `SEED_AXIS` x `AXIS`: the
+seeds are split over G = gcd(S, D) rows of devices and each seed's envs over the D / G devices
+of its row. S seeds on S devices (or a multiple) train with no collective between devices at
+all; 2 seeds on 8 devices put each seed on 4 devices that average its gradients. Every seed's
+train state lives on its row only, the same on each device of the row.
+
 What lives where:
   replicated   the `TrainState` (parameters, optimizer, normalizer, PRNG key, update counter):
                every device holds the same value and computes the same update from averaged
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from typing import Any
 
 import jax
@@ -44,14 +51,17 @@ import numpy as np
 from mjx_walk import config as config_lib
 
 AXIS = "envs"
-"""The mesh's one axis: the env batch."""
+"""The mesh's env axis: the env batch (the only axis of a single-seed run's mesh)."""
+SEED_AXIS = "seeds"
+"""The mesh's seed axis, for S > 1 training seeds."""
 
 P = jax.sharding.PartitionSpec
 
 
 @dataclasses.dataclass(frozen=True)
 class Devices:
-  """The devices a run trains on: a 1-D mesh over `AXIS`."""
+  """The devices a run trains on: a 1-D mesh over `AXIS`, or with several training seeds a 2-D
+  mesh over `SEED_AXIS` x `AXIS`."""
 
   mesh: jax.sharding.Mesh
 
@@ -59,6 +69,31 @@ class Devices:
   def count(self) -> int:
     """D, devices in the mesh (over all processes)."""
     return self.mesh.size
+
+  @property
+  def seeded(self) -> bool:
+    """Whether the mesh has a seed axis (a run of several training seeds)."""
+    return SEED_AXIS in self.mesh.axis_names
+
+  @property
+  def seed_rows(self) -> int:
+    """G, the rows of devices the seeds are split over (1 without a seed axis)."""
+    return self.mesh.shape[SEED_AXIS] if self.seeded else 1
+
+  @property
+  def env_count(self) -> int:
+    """The devices each seed's envs are split over: D / G."""
+    return self.mesh.shape[AXIS]
+
+  @property
+  def train(self) -> jax.sharding.NamedSharding:
+    """Where the train state lives: replicated, or with seeds split over the seed axis."""
+    return jax.sharding.NamedSharding(self.mesh, P(SEED_AXIS) if self.seeded else P())
+
+  @property
+  def envs(self) -> jax.sharding.NamedSharding:
+    """Where the env states live: the env axis split ([N, ...]), or [S, N, ...] split on both."""
+    return jax.sharding.NamedSharding(self.mesh, P(SEED_AXIS, AXIS) if self.seeded else P(AXIS))
 
   @property
   def processes(self) -> int:
@@ -83,10 +118,13 @@ class Devices:
     return jax.sharding.NamedSharding(self.mesh, P(AXIS))
 
   def describe(self) -> str:
-    """e.g. "4 x cpu" or "16 x NVIDIA H200 (2 processes x 8)"."""
+    """e.g. "4 x cpu", "16 x NVIDIA H200 (2 processes x 8)" or, with seeds, "8 x NVIDIA H200,
+    seeds over 4 rows of 2"."""
     text = f"{self.count} x {self.kind}"
     if self.processes > 1:
       text += f" ({self.processes} processes x {self.per_process})"
+    if self.seeded:
+      text += f", seeds over {self.seed_rows} rows of {self.env_count}"
     return text
 
   def place(self, tree: Any, shardings: Any) -> Any:
@@ -112,12 +150,24 @@ def _broadcast_prefix(prefix: Any, tree: Any) -> Any:
                       is_leaf=is_sharding)
 
 
-def make(devices: list[jax.Device] | None = None) -> Devices:
-  """The 1-D mesh over `devices`, every device of every process by default (process order,
-  then each process's own device order)."""
+def make(devices: list[jax.Device] | None = None, num_seeds: int = 1) -> Devices:
+  """The mesh over `devices`, every device of every process by default (process order, then
+  each process's own device order): 1-D over `AXIS` for one training seed; for `num_seeds` S > 1,
+  gcd(S, D) rows (`SEED_AXIS`) of the D devices in that order, each row one `AXIS`."""
   devices = jax.devices() if devices is None else list(devices)
   devices.sort(key=lambda d: (d.process_index, d.id))
-  return Devices(jax.sharding.Mesh(np.array(devices), (AXIS,)))
+  if num_seeds == 1:
+    return Devices(jax.sharding.Mesh(np.array(devices), (AXIS,)))
+  rows = math.gcd(num_seeds, len(devices))
+  return Devices(jax.sharding.Mesh(np.array(devices).reshape(rows, -1), (SEED_AXIS, AXIS)))
+
+
+def for_seeds(devices: Devices, num_seeds: int) -> Devices:
+  """`devices` arranged for `num_seeds` training seeds (the same devices, `make`'s mesh)."""
+  rows = math.gcd(num_seeds, devices.count) if num_seeds > 1 else None
+  if devices.seeded == (num_seeds > 1) and (rows is None or devices.seed_rows == rows):
+    return devices
+  return make(list(devices.mesh.devices.flat), num_seeds)
 
 
 JAXLIB_RELEASE = tuple(int(part) for part in jaxlib.version.__version__.split(".")[:2])
@@ -151,24 +201,34 @@ def check_geometry(config: config_lib.TrainConfig, num_devices: int) -> None:
 
   Each device steps num_envs / D envs and splits its T x num_envs / D samples into
   `ppo.num_minibatches` minibatches; global minibatch m is the union of every device's m-th.
+  With S > 1 training seeds the seeds take gcd(S, D) rows of the devices (`make`) and each
+  seed's envs are split over the D / gcd(S, D) devices of a row.
 
   Raises:
     ValueError: naming the value and what would be accepted.
   """
-  envs, minibatches = config.num_envs, config.ppo.num_minibatches
-  if envs % num_devices:
-    accepted = [n for n in (envs - envs % num_devices, envs - envs % num_devices + num_devices)
-                if n > 0]
+  envs, minibatches, seeds = config.num_envs, config.ppo.num_minibatches, config.num_seeds
+  rows = math.gcd(seeds, num_devices)
+  over = num_devices // rows
+  where = (f"{num_devices} devices" if seeds == 1 else
+           f"the {over} devices each seed gets (num_seeds={seeds} over {num_devices} devices "
+           f"puts the seeds on {rows} rows of {over})")
+  if envs % over:
+    accepted = " or ".join(str(n) for n in (envs - envs % over, envs - envs % over + over)
+                           if n > 0)
     raise ValueError(
-        f"num_envs={envs} cannot be split over {num_devices} devices: it must be a multiple of "
-        f"the device count (e.g. {' or '.join(map(str, accepted))}), or run on fewer devices")
-  per_device = envs // num_devices
+        f"num_envs={envs} cannot be split over {where}: " + (
+            f"it must be a multiple of the device count (e.g. {accepted}), or run on fewer "
+            "devices" if seeds == 1 else
+            f"it must be a multiple of {over} (e.g. {accepted}), or give num_seeds a multiple "
+            f"or divisor of {num_devices}"))
+  per_device = envs // over
   if per_device % minibatches:
     raise ValueError(
-        f"num_envs={envs} over {num_devices} devices leaves {per_device} envs per device, which "
+        f"num_envs={envs} over {where} leaves {per_device} envs per device, which "
         f"ppo.num_minibatches={minibatches} does not divide: each device splits its envs' "
         f"samples into the minibatches, so num_envs must be a multiple of "
-        f"{num_devices} x {minibatches} = {num_devices * minibatches}")
+        f"{over} x {minibatches} = {over * minibatches}")
 
 
 # INSIDE THE SHARD_MAP
@@ -222,13 +282,17 @@ def to_host(tree: Any) -> Any:
 
 def differing_copies(tree: Any) -> list[str]:
   """The leaves of a replicated tree whose copies differ between this process's devices (bitwise,
-  NaNs equal), by path; empty when every copy is the same."""
+  NaNs equal), by path; empty when every copy is the same. A leaf split over the seed axis is
+  compared block by block: the devices holding the same seeds must hold the same values."""
   differing = []
   for path, x in jax.tree_util.tree_leaves_with_path(tree):
     if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
       x = jax.random.key_data(x)
-    copies = [np.asarray(shard.data) for shard in x.addressable_shards]
-    if any(c.shape != copies[0].shape or c.tobytes() != copies[0].tobytes() for c in copies):
+    blocks: dict[str, list[np.ndarray]] = {}
+    for shard in x.addressable_shards:
+      blocks.setdefault(str(shard.index), []).append(np.asarray(shard.data))
+    if any(c.shape != copies[0].shape or c.tobytes() != copies[0].tobytes()
+           for copies in blocks.values() for c in copies):
       differing.append(jax.tree_util.keystr(path))
   return differing
 
@@ -249,6 +313,8 @@ def check_replicated(tree: Any, what: str = "the train state") -> None:
     return
   digest = hashlib.sha256()
   for leaf in jax.tree.leaves(tree):
+    if not leaf.sharding.is_fully_replicated:
+      continue  # split over the seed axis: each process holds other seeds
     if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
       leaf = jax.random.key_data(leaf)
     digest.update(np.asarray(leaf.addressable_shards[0].data).tobytes())

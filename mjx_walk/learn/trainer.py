@@ -39,6 +39,12 @@ within that device's samples. The reset keys, family draws and action noise are 
 whole batch and sliced, so env i gets the same ones on any number of devices. The update's
 metrics are then computed outside the shard_map from the [T, N] rollout split over the devices,
 as on one device. On one device nothing is wrapped: the program is the one-device program.
+
+Several training seeds (`config.num_seeds` S > 1) train in the same jitted chunk: every leaf of
+the carry gains a leading [S] seed axis, and each update and its metrics are `jax.vmap`ped over
+it (inside the shard_map, over each device's seeds); nothing is reduced across seeds. Where the
+seeds start and how one that diverges halts alone is `mjx_walk.learn.seeds`. With S = 1 the
+program is the single-seed program.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import chex
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from mjx_walk import config as config_lib
@@ -60,6 +67,7 @@ from mjx_walk.learn import guard
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
+from mjx_walk.learn import seeds as seeds_lib
 from mjx_walk.learn import sharding
 from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
@@ -80,6 +88,9 @@ class TrainState:
   key: jax.Array
   update_step: jax.Array
   """int32 []: PPO updates done. Env steps are exactly update_step * config.batch_size."""
+  halted: jax.Array | None = None
+  """With several seeds, bool []: this seed went non-finite and stopped learning
+  (`seeds.halt_diverged`); None, no leaf at all, for a single-seed run."""
 
 
 @flax.struct.dataclass
@@ -138,7 +149,7 @@ class Trainer:
   """Each part of the carry's sharding (a prefix of the carry: train, env, trace)."""
   init: Callable[[jax.Array], Carry]
   """key -> Carry: fresh parameters, optimizer, normalizer and a reset batch of envs, on the
-  mesh."""
+  mesh. With S > 1 seeds, keys [S] (`seeds.initial_keys`) -> a Carry with a leading seed axis."""
   collect: Callable[[Carry], tuple[Carry, Transition, audit.Traces]]
   """Not jitted: one rollout of `unroll_length` steps, the first part of every update (see
   `_collect`)."""
@@ -194,7 +205,8 @@ def make_trainer(
       nothing has compiled.
   """
   manifest = manifest or families.make_manifest(config)
-  devices = devices or sharding.make()
+  seeds = config.num_seeds
+  devices = sharding.for_seeds(devices or sharding.make(), seeds)
   sharding.check_geometry(config, devices.count)
   if devices.count > 1:
     # Before anything is lowered: jaxlib 0.11's Shardy dies on MJX's zero-size arrays.
@@ -216,18 +228,21 @@ def make_trainer(
       observation_spec=env.observation_spec(),
       env_families=families.for_envs(manifest.train_params(), config.num_envs),
       num_families=len(manifest.train_families),
-      axis_name=None if devices.count == 1 else sharding.AXIS,
-      local_envs=config.num_envs // devices.count,
+      axis_name=None if devices.env_count == 1 else sharding.AXIS,
+      local_envs=config.num_envs // devices.env_count,
   )
-  carry_shardings = Carry(train=devices.replicated, env=devices.split, trace=devices.split)
-  carry_specs = Carry(train=sharding.P(), env=sharding.P(sharding.AXIS),
-                      trace=sharding.P(sharding.AXIS))
+  carry_shardings = Carry(train=devices.train, env=devices.envs, trace=devices.envs)
+  # With seeds every spec gains the seed axis in front: [S, ...] and [S, N, ...].
+  seed_axis = (sharding.SEED_AXIS,) if seeds > 1 else ()
+  carry_specs = Carry(train=sharding.P(*seed_axis), env=sharding.P(*seed_axis, sharding.AXIS),
+                      trace=sharding.P(*seed_axis, sharding.AXIS))
   # [T, N, ...] blocks of the rollout are split on their second axis.
-  rollout_spec = sharding.P(None, sharding.AXIS)
+  rollout_spec = sharding.P(*seed_axis, None, sharding.AXIS)
+  per_seed = jax.vmap if seeds > 1 else lambda fn: fn  # each update vmapped over the seeds
 
   def on_devices(fn: Callable, in_specs, out_specs) -> Callable:
     """`fn` run on every device's block inside a shard_map; `fn` itself on one device."""
-    if parts.axis_name is None:
+    if devices.count == 1:
       return fn
     # check_vma=False: MJX's solver is not written for shard_map's replication typing (its
     # while-loop conds mix per-device and replicated values). What that check would prove, that
@@ -236,21 +251,29 @@ def make_trainer(
                          check_vma=False)
 
   local_update = on_devices(
-      functools.partial(_local_update, parts), (carry_specs,),
+      per_seed(functools.partial(_local_update, parts)), (carry_specs,),
       (carry_specs, _LocalUpdate(traj=rollout_spec, early_ends=rollout_spec,
                                  advantages=rollout_spec, returns=rollout_spec,
-                                 loss_metrics=sharding.P())))
+                                 loss_metrics=sharding.P(*seed_axis))))
+  update_metrics = per_seed(functools.partial(_update_metrics, parts))
 
   def update_step(carry: Carry, _) -> tuple[Carry, Metrics]:
+    before = carry.train
     carry, out = local_update(carry)
-    return carry, _update_metrics(parts, carry.train, out)
+    metrics = update_metrics(carry.train, out)
+    if seeds > 1:
+      carry = carry.replace(
+          train=seeds_lib.halt_diverged(before, carry.train, metrics["guard/nonfinite"]))
+    return carry, metrics
 
   def train_chunk(carry: Carry) -> tuple[Carry, Metrics]:
-    """`updates_per_chunk` updates. Output metrics are stacked: leaves [K]."""
+    """`updates_per_chunk` updates. Output metrics are stacked: leaves [K] ([K, S] with seeds)."""
     return jax.lax.scan(update_step, carry, None, config.updates_per_chunk)
 
-  init = on_devices(functools.partial(_init, parts), (sharding.P(),), carry_specs)
-  collect = on_devices(functools.partial(_collect, parts), (carry_specs,),
+  # Seeds start one by one (`seeds.map_init`), each as a single-seed run would.
+  init = on_devices(seeds_lib.map_init(functools.partial(_init, parts), seeds),
+                    (sharding.P(*seed_axis),), carry_specs)
+  collect = on_devices(per_seed(functools.partial(_collect, parts)), (carry_specs,),
                        (carry_specs, rollout_spec, rollout_spec))
   return Trainer(
       config=config,
@@ -280,6 +303,7 @@ def _init(parts: _Parts, key: jax.Array) -> Carry:
       normalizer=normalizer.init(spec),
       key=k_loop,
       update_step=jnp.zeros((), jnp.int32),
+      halted=jnp.zeros((), bool) if config.num_seeds > 1 else None,
   )
   k_env, k_stagger = jax.random.split(k_env)
   # Drawn for the whole batch, then this device's block: env i gets the same key on any number
@@ -412,7 +436,7 @@ def _epoch_step(
   minibatches = jax.tree.map(
       lambda x: x[permutation].reshape((num_minibatches, -1) + x.shape[1:]), batch)
   carry, loss_metrics = jax.lax.scan(functools.partial(_minibatch_step, parts), carry, minibatches)
-  counts = sharding.total(_family_counts(
+  counts = sharding.total(audit.family_counts(
       permutation.reshape(num_minibatches, -1), parts.local_envs, parts.num_families,
       first_env=sharding.first_row(parts.local_envs, axis)), axis)  # [M, F]
   loss_metrics["families/per_minibatch"] = jnp.sum(counts > 0, axis=1)  # [M]
@@ -503,16 +527,6 @@ def _traced_once(fn: Callable) -> Callable:
   return guarded
 
 
-def _family_counts(samples: jax.Array, num_envs: int, num_families: int,
-                   first_env: jax.Array | int = 0) -> jax.Array:
-  """Samples of each family in each minibatch. samples: [M, B] indices into the flattened
-  [T*N] batch of N envs, the first of which is env `first_env` of the whole batch: sample s
-  came from env first_env + s % N, of family (first_env + s % N) % F. Returns int32 [M, F]."""
-  family = (first_env + samples % num_envs) % num_families  # [M, B]
-  rows = jnp.arange(samples.shape[0])[:, None]  # [M, 1]
-  return jnp.zeros((samples.shape[0], num_families), jnp.int32).at[rows, family].add(1)
-
-
 def _update_metrics(parts: _Parts, train: TrainState, out: _LocalUpdate) -> Metrics:
   """Reduces one update to its metrics: scalars, the audits' arrays and `guard/nonfinite`.
 
@@ -576,6 +590,11 @@ def _curriculum_metrics(parts: _Parts, step_metrics: Metrics) -> Metrics:
   }
 
 
+def update_count(train: TrainState) -> int:
+  """PPO updates done (every seed of a run has done the same number)."""
+  return int(np.asarray(train.update_step).reshape(-1)[0])
+
+
 def env_steps(train: TrainState, config: config_lib.TrainConfig) -> int:
-  """Exact env steps consumed so far (a Python int: no int32 overflow on long GPU runs)."""
-  return int(train.update_step) * config.batch_size
+  """Exact env steps each seed consumed so far (a Python int: no int32 overflow on GPUs)."""
+  return update_count(train) * config.batch_size

@@ -198,7 +198,7 @@ class Checkpointer:
       DivergedError: the train state holds NaN or inf; nothing is saved.
     """
     train = carry.train
-    step = int(train.update_step)
+    step = int(np.asarray(train.update_step).reshape(-1)[0])  # every seed's is the same
     arrays = {"train": storable.to_storable(train),
               "env": storable.to_storable(_env_item(carry)),
               "policy": storable.to_storable(_policy_tree(train))}

@@ -8,7 +8,11 @@ One JSON object per line, each with a `kind`:
           and loss statistics, learning rate, device memory, and the batch audits (contact
           events, reward shares, synchrony, and as JSON objects and lists the reset reasons per
           family and the fall height and tilt histograms);
-  eval    one per held-out panel evaluation, per stratum;
+  eval    one per held-out panel evaluation, per stratum; a run of several training seeds
+          (`config.num_seeds` > 1) adds `num_seeds`, `seeds` (each seed's own table, in seed
+          order) and `spread` (per stratum, the mean, interquartile mean and 95% interval over
+          seeds of success, fall and the two tracking errors: `mjx_walk.run.spread`), and its
+          `strata` are then the means over seeds, with the reset counts summed;
   divergence  the update at which the run stopped because a loss, gradient norm or parameter
           went non-finite, which ones did, and the checkpoint to resume from;
   sim2sim one per second-simulator check of a checkpoint (`python -m mjx_walk.sim2sim`): the
@@ -17,7 +21,8 @@ One JSON object per line, each with a `kind`:
 
 `mjx_walk.run.provenance` builds the recipe record of a training run and `mjx_walk.learn.records`
 its update records; `python -m mjx_walk.ledger` prints a ledger. This module imports only the
-standard library and NumPy (no JAX, no MuJoCo), so reading a ledger starts at once.
+standard library, NumPy and `mjx_walk.run.spread` (no JAX, no MuJoCo), so reading a ledger starts
+at once.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from typing import Any
 from typing import Iterable
 
 import numpy as np
+
+from mjx_walk.run import spread
 
 FILENAME = "ledger.jsonl"
 """The ledger's name in a run folder."""
@@ -232,10 +239,20 @@ def _name_width(names: Any) -> int:
 
 
 def format_eval_table(record: dict[str, Any]) -> str:
-  """A fixed-width table of one evaluation, one row per stratum."""
+  """A fixed-width table of one evaluation, one row per stratum.
+
+  For a record of several seeds (with `spread`) the header says how many and what the figures
+  are (envs per seed, rates and errors the means over seeds, resets summed over seeds), and under
+  each stratum's row a line gives the 95% intervals over seeds of its success and fall rates.
+  """
   w = _name_width(record["strata"])
-  lines = [f"evaluation at update {record['update']} ({record['env_steps']:,} env steps), "
-           f"panel {record.get('panel_hash')}",
+  header = (f"evaluation at update {record['update']} ({record['env_steps']:,} env steps), "
+            f"panel {record.get('panel_hash')}")
+  spreads = record.get("spread")
+  if spreads is not None:
+    header += (f"; {record.get('num_seeds', len(record.get('seeds', ())))} seeds: envs per seed, "
+               "figures the mean over seeds, resets summed over seeds")
+  lines = [header,
            f"{'stratum':<{w}}{'envs':>6}{'success':>9}{'fall':>8}{'length':>9}{'lin err':>9}"
            f"{'yaw err':>9}{'return':>10}  resets"]
   for name, s in record["strata"].items():
@@ -244,7 +261,17 @@ def format_eval_table(record: dict[str, Any]) -> str:
         f"{fmt(s['fall_rate'], '.1%'):>8}{fmt(s['episode_length'], '.1f'):>9}"
         f"{fmt(s['lin_vel_error'], '.3f'):>9}{fmt(s['yaw_rate_error'], '.3f'):>9}"
         f"{fmt(s['return'], '.2f'):>10}  {_resets(s['reset'])}")
+    if spreads is not None and name in spreads:
+      lines.append(f"{'':<{w}}  success 95% CI {_interval(spreads[name].get('success_rate'))}"
+                   f"  fall {_interval(spreads[name].get('fall_rate'))}")
   return "\n".join(lines)
+
+
+def _interval(summary: dict[str, float | None] | None, spec: str = ".1%") -> str:
+  """A `spread` summary's 95% interval as "[71.9%, 90.6%]"; "-" when there is none."""
+  if not summary or summary.get("ci_low") is None or summary.get("ci_high") is None:
+    return "-"
+  return f"[{format(summary['ci_low'], spec)}, {format(summary['ci_high'], spec)}]"
 
 
 _COMPARED = (("success", "success_rate", "+.1%"), ("fall", "fall_rate", "+.1%"),
@@ -253,7 +280,11 @@ _COMPARED = (("success", "success_rate", "+.1%"), ("fall", "fall_rate", "+.1%"),
 
 def format_comparison(a_record: dict[str, Any], b_record: dict[str, Any],
                       names: tuple[str, str]) -> str:
-  """Two evaluations side by side: per stratum and metric, run a, run b, and b - a."""
+  """Two evaluations side by side: per stratum and metric, run a, run b, and b - a.
+
+  When only one of the two records has several seeds, a last line says that d has no interval
+  (`format_seed_comparison` gives one when both have).
+  """
   strata = list(a_record["strata"]) + [s for s in b_record["strata"] if s not in a_record["strata"]]
   w = _name_width(strata)
   lines = [f"a = {names[0]} (update {a_record['update']}), b = {names[1]} "
@@ -269,10 +300,69 @@ def format_comparison(a_record: dict[str, Any], b_record: dict[str, Any],
       row += (f"{fmt(va, spec.lstrip('+')):>10}{fmt(vb, spec.lstrip('+')):>8}"
               f"{fmt(diff, spec):>8}")
     lines.append(row)
+  seeded = ["seeds" in a_record, "seeds" in b_record]
+  if seeded[0] != seeded[1]:
+    lines.append(f"d has no interval over seeds: that needs several seeds on both sides, and "
+                 f"{names[seeded.index(False)]} has one (the figures of "
+                 f"{names[seeded.index(True)]} are the means over its seeds)")
   return "\n".join(lines)
 
 
+_LABELS = {key: (label, spec) for label, key, spec in _COMPARED}
+"""Per figure of spread.METRICS, its column label and the format of a difference of it."""
+_LOWER_IS_BETTER = {"success_rate": False, "fall_rate": True, "lin_vel_error": True,
+                    "yaw_rate_error": True}
+"""Per figure of spread.METRICS, whether a lower value is the better one."""
 
+
+def _seed_values(record: dict[str, Any], stratum: str, key: str) -> list[float] | None:
+  """`key` of `stratum` in each of the record's seeds; None when a seed lacks it or it is null."""
+  values = [seed.get(stratum, {}).get(key) for seed in record["seeds"]]
+  return None if not values or any(v is None for v in values) else values
+
+
+def _mark(found: dict[str, Any], key: str) -> str:
+  """"within spread" when d's interval contains 0, else whether b is the better or the worse."""
+  if found["within_spread"]:
+    return "within spread"
+  b_higher = found["ci_low"] > 0.0
+  return "b worse" if b_higher == _LOWER_IS_BETTER[key] else "b better"
+
+
+def format_seed_comparison(a_record: dict[str, Any], b_record: dict[str, Any],
+                           names: tuple[str, str]) -> str:
+  """Two evaluations of several seeds each, compared over their seeds.
+
+  One row per stratum (a's first, then b's others) and figure of spread.METRICS: a's and b's
+  means over seeds, d = b - a, d's 95% interval (`spread.difference`: each run's per-seed values
+  resampled on their own) and a mark: "within spread" when the interval contains 0, else
+  "b better" or "b worse" (higher success is better; lower fall and errors are). A stratum or
+  figure missing from either side shows "-".
+
+  Args:
+    a_record, b_record: eval records with `seeds` (one single-seed strata table per seed).
+    names: what to call runs a and b (their run folders).
+  """
+  strata = list(a_record["strata"]) + [s for s in b_record["strata"] if s not in a_record["strata"]]
+  w = _name_width(strata)
+  lines = [f"a = {names[0]} (update {a_record['update']}, {len(a_record['seeds'])} seeds), "
+           f"b = {names[1]} (update {b_record['update']}, {len(b_record['seeds'])} seeds); "
+           f"d = b - a of the means over seeds, its 95% interval a bootstrap over each run's seeds",
+           f"{'stratum':<{w}}{'figure':<9}{'a':>8}{'b':>8}{'d':>9}  {'95% interval of d':<21}"
+           f"mark"]
+  for name in strata:
+    for key in spread.METRICS:
+      label, spec = _LABELS[key]
+      va, vb = _seed_values(a_record, name, key), _seed_values(b_record, name, key)
+      if va is None or vb is None:
+        means = [fmt(None if v is None else float(np.mean(v)), spec[1:]) for v in (va, vb)]
+        lines.append(f"{name:<{w}}{label:<9}{means[0]:>8}{means[1]:>8}{'-':>9}  {'-':<21}-")
+        continue
+      found = spread.difference(va, vb)
+      lines.append(f"{name:<{w}}{label:<9}{format(found['a_mean'], spec[1:]):>8}"
+                   f"{format(found['b_mean'], spec[1:]):>8}{format(found['diff'], spec):>9}  "
+                   f"{_interval(found, spec):<21}{_mark(found, key)}")
+  return "\n".join(lines)
 
 
 _SIM2SIM_COLUMNS = (("success", "success_rate", ".1%", "+.1%"), ("fall", "fall_rate", ".1%", "+.1%"),

@@ -3,7 +3,11 @@ and the one definition of what a policy does with an observation.
 
   pol = policy.load("runs/<run>")                     # newest intact checkpoint
   pol = policy.load("runs/<run>/checkpoints/1200")    # one checkpoint
+  pol = policy.load("runs/<run>", seed="best")        # one seed of a multi-seed run
   action = pol.act(obs["policy"])                     # jitted, [..., O] -> [..., A]
+
+A run of several training seeds holds every seed's policy; `load` takes one, by index or `best`
+(`choose_seed` says how), and a multi-seed run without a seed is refused.
 
 Only the checkpoint's `policy` item (actor parameters and observation normalizer) and its config
 are read, and verified against the checksums saved with them; no trainer, optimizer or env batch
@@ -21,11 +25,13 @@ from typing import Any
 
 import flax.struct
 import jax
+import numpy as np
 
 from mjx_walk import config as config_lib
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.run import checkpoint
+from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import families
@@ -86,6 +92,8 @@ class Policy:
   manifest: families.Manifest
   step: int
   run_dir: pathlib.Path
+  seed: int = 0
+  """Which training seed of the run this is (0 for a single-seed run)."""
 
   def act(self, policy_obs: jax.Array) -> jax.Array:
     """Jitted `mean_action`: float32 [..., O] policy observations -> float32 [..., A]."""
@@ -120,18 +128,72 @@ def resolve(path: pathlib.Path | str, step: int | None = None) -> tuple[pathlib.
       f"(<run>/{run_folder.CHECKPOINTS}/<step>)")
 
 
-def load(path: pathlib.Path | str, step: int | None = None) -> Policy:
+BEST = "best"
+"""The seed argument that picks the best seed by the held-out panel (`choose_seed`)."""
+
+
+def best_seed(per_seed: list[dict[str, Any]]) -> int:
+  """The rule that picks one seed of a multi-seed evaluation (`best`, and the evaluation's
+  videos): the highest `checkpoint.held_out_score` of its strata (the mean success over the
+  strata, less falls to break ties), the lowest index among equals.
+
+  Args:
+    per_seed: each seed's `strata` of one evaluation record (`record["seeds"]`).
+  """
+  scores = [checkpoint.held_out_score({"strata": strata}) for strata in per_seed]
+  return int(np.argmax(scores))
+
+
+def choose_seed(run_dir: pathlib.Path, config: config_lib.TrainConfig, step: int,
+                seed: int | str | None) -> int:
+  """The training seed `seed` names in a run of `config.num_seeds` seeds, at checkpoint `step`.
+
+  A single-seed run needs no seed (None or 0). A run of S > 1 seeds needs one: an index 0 to
+  S - 1, or `best`, the `best_seed` of the run's latest held-out evaluation at or before `step`
+  (the ledger's `eval` records; each checkpoint saved with an evaluation has one at its step).
+
+  Raises:
+    ValueError: a seed out of range or not a number, a multi-seed run without a seed, or `best`
+      with no evaluation to choose by; naming the value and what is accepted.
+  """
+  num_seeds = config.num_seeds
+  accepted = (f"0 to {num_seeds - 1}, or {BEST!r}" if num_seeds > 1 else
+              "0, or none (it trained one seed)")
+  if seed is None:
+    if num_seeds == 1:
+      return 0
+    raise ValueError(f"{run_dir} trained {num_seeds} seeds; give the seed to use: {accepted}")
+  if seed == BEST:
+    if num_seeds == 1:
+      return 0
+    evaluations = [r for r in ledger.of_kind(ledger.read_run(run_dir), "eval")
+                   if r["update"] <= step and "seeds" in r]
+    if not evaluations:
+      raise ValueError(f"seed={BEST!r}: {run_dir} has no held-out evaluation at or before update "
+                       f"{step} to choose by; give a seed index, 0 to {num_seeds - 1}")
+    return best_seed(evaluations[-1]["seeds"])
+  index = int(seed) if isinstance(seed, str) and seed.isdigit() else seed
+  if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < num_seeds:
+    raise ValueError(f"seed={seed!r} is invalid for {run_dir}: accepted are {accepted}")
+  return index
+
+
+def load(path: pathlib.Path | str, step: int | None = None,
+         seed: int | str | None = None) -> Policy:
   """Loads the policy of a run folder or a checkpoint folder.
 
   Args:
     path: `runs/<run>` or `runs/<run>/checkpoints/<step>`.
     step: with a run folder, the update step to load; None for the newest.
+    seed: for a run of several training seeds, which one (`choose_seed`): an index or `best`.
 
   Raises:
     checkpoint.CheckpointError: the path holds no such checkpoint, or it fails verification.
+    ValueError: `seed` does not name a seed of the run.
   """
   run_dir, step = resolve(path, step)
   config, manifest, _, contents = checkpoint.read_json_items(run_dir, step)
+  index = choose_seed(run_dir, config, step, seed)
   env = env_lib.LocomotionEnv(config)  # static tables only; nothing is reset or compiled
   obs_spec = env.observation_spec()
   nets = networks.from_config(config, env.action_size, env.scan_start)
@@ -140,7 +202,12 @@ def load(path: pathlib.Path | str, step: int | None = None) -> Policy:
       jax.random.key(0))
   abstract = {"actor": abstract_params.actor,
               "normalizer": jax.eval_shape(normalizer.init, obs_spec)}
+  if config.num_seeds > 1:  # every seed's, [S, ...]
+    abstract = jax.tree.map(
+        lambda leaf: jax.ShapeDtypeStruct((config.num_seeds,) + leaf.shape, leaf.dtype), abstract)
   restored = checkpoint.restore_policy(run_dir, abstract, step, contents)
+  if config.num_seeds > 1:
+    restored = jax.tree.map(lambda leaf: leaf[index], restored)
   return Policy(params=PolicyParams(actor=restored["actor"], normalizer=restored["normalizer"]),
                 observation_spec=obs_spec["policy"], networks=nets, config=config,
-                manifest=manifest, step=step, run_dir=run_dir)
+                manifest=manifest, step=step, run_dir=run_dir, seed=index)

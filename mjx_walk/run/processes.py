@@ -7,10 +7,15 @@ before anything touches a device; the device mesh then spans every process's dev
 folder's files. Whatever is decided from the wall clock or a signal is decided by process 0 and
 broadcast (`agree`), or pooled (`any_process`), so every process takes the same branch; `barrier`
 waits for all of them at a named point. Each of these is a collective every process must join,
-and on one process each returns at once with its own value.
+and on one process each returns at once with its own value. `StopRequest` turns SIGTERM and
+Ctrl-C into a request that the training loop pools with `any_process`.
 """
 
 from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
 
 import jax
 from jax.experimental import multihost_utils
@@ -58,3 +63,32 @@ def any_process(flag: bool) -> bool:
   if jax.process_count() == 1:
     return flag
   return bool(np.any(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
+
+
+class StopRequest:
+  """Turns SIGTERM and Ctrl-C into a request to stop after the current chunk.
+
+  A second Ctrl-C while stopping raises KeyboardInterrupt at once.
+  """
+
+  def __init__(self):
+    self.requested = False
+    self._previous = {}
+
+  def __enter__(self) -> StopRequest:
+    if threading.current_thread() is threading.main_thread():
+      for sig in (signal.SIGTERM, signal.SIGINT):
+        self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+
+  def _handle(self, signum: int, frame: Any) -> None:
+    del frame
+    if self.requested and signum == signal.SIGINT:
+      raise KeyboardInterrupt
+    self.requested = True
+    print(f"\n{signal.Signals(signum).name}: stopping after this chunk and saving a checkpoint "
+          "(Ctrl-C again to abort without saving).", flush=True)

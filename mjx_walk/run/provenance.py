@@ -70,10 +70,10 @@ def recipe(config: config_lib.TrainConfig, manifest: families.Manifest,
   """
   samples = config.num_envs * config.unroll_length
   control_hz = config.env.control_hz
-  devices = devices or sharding.make()
+  devices = sharding.for_seeds(devices or sharding.make(), config.num_seeds)
   num_train_families = len(manifest.train_families)
   commit, dirty = _git_state()
-  return {
+  record = {
       "kind": "recipe",
       "num_envs": config.num_envs,
       "unroll_length": config.unroll_length,
@@ -101,7 +101,7 @@ def recipe(config: config_lib.TrainConfig, manifest: families.Manifest,
       "devices_per_process": devices.per_process,
       # The batch above is global: every device steps num_envs / device_count of the envs and
       # holds that share of every minibatch.
-      "envs_per_device": config.num_envs // devices.count,
+      "envs_per_device": config.num_envs // devices.env_count,
       "platform": jax.default_backend(),
       "packages": {name: _package_version(name) for name in PACKAGES},
       "git_commit": commit,
@@ -111,3 +111,10 @@ def recipe(config: config_lib.TrainConfig, manifest: families.Manifest,
       "seed": config.seed,
       "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
   }
+  if config.num_seeds > 1:
+    # Seed k trains from seed + k, on the same families; the seeds are split over `seed_rows`
+    # rows of the devices and each seed's envs over the `devices_per_seed` of its row.
+    record.update(num_seeds=config.num_seeds,
+                  seeds=[config.seed + k for k in range(config.num_seeds)],
+                  seed_rows=devices.seed_rows, devices_per_seed=devices.env_count)
+  return record
