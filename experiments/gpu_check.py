@@ -5,6 +5,7 @@ a short training run of the GPU recipe, all inside one wall-clock budget.
   python experiments/gpu_check.py --tiny               # the same steps, sized for the CPU
   python experiments/gpu_check.py --num_envs=16384,32768 --train_minutes=0   # counts only
   python experiments/gpu_check.py --recipe=rough --num_envs=8192 --train_minutes=8  # terrain
+  python experiments/gpu_check.py --num_envs=4096 --num_seeds=8 --train_minutes=0  # 8 seeds
 
 Prints JSON lines on stdout, one object per line, each flushed as soon as it is known (a run
 killed half-way keeps what it printed). Every line has a `kind`, the `matmul_precision` in force
@@ -94,6 +95,7 @@ from absl import app
 from absl import flags
 import jax
 import jax.monitoring
+import numpy as np
 
 from mjx_walk import cli
 from mjx_walk import config as config_lib
@@ -101,6 +103,7 @@ from mjx_walk import runner
 from mjx_walk.analysis import report
 from mjx_walk.evaluation import walking
 from mjx_walk.learn import guard
+from mjx_walk.learn import seeds as seeds_lib
 from mjx_walk.learn import throughput
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
@@ -129,6 +132,10 @@ _OUT_DIR = flags.DEFINE_string(
     "temporary folder).")
 _TINY = flags.DEFINE_bool(
     "tiny", False, "The same steps, sized for the CPU: for tests and smoke checks.")
+_SEEDS = flags.DEFINE_integer(
+    "num_seeds", 1, "Training seeds (config.num_seeds) of every env count and of the training "
+    "run: a count of N envs then trains S seeds of N envs each, S x N envs in all, and its "
+    "train_sps counts every seed's env steps.")
 _RECIPE = flags.DEFINE_string(
     "recipe", "flat", "The GPU recipe measured and trained: flat (experiments/recipes/"
     "go2_flat_gpu.py) or rough (go2_rough_gpu.py: heightfield terrain, the curriculum and the "
@@ -430,6 +437,7 @@ def _check_flags(argv: list[str]) -> Plan:
   _set_precision(_MATMUL_PRECISION.value)
 
   train_config = _config(mode, recipe)
+  train_config.num_seeds = _SEEDS.value
   bench_configs = {}
   try:
     config_lib.validate(train_config)
@@ -487,6 +495,7 @@ def _header(plan: Plan, cache_dir: str) -> dict[str, Any]:
       "tiny": _TINY.value,
       "config": RECIPES[plan.recipe] + (" (shrunk by --tiny)" if _TINY.value else ""),
       "num_envs": list(plan.num_envs),
+      "num_seeds": plan.train_config.num_seeds,
       "updates_per_chunk": _UPDATES.value,
       "repeats": _REPEATS.value,
       "train_minutes": plan.train_seconds / 60,
@@ -504,11 +513,14 @@ def bench(config: config_lib.TrainConfig, repeats: int) -> tuple[dict[str, Any],
   """
   start = time.perf_counter()
   trainer = trainer_lib.make_trainer(config)
-  carry = jax.block_until_ready(trainer.init(jax.random.key(config.seed)))
+  carry = jax.block_until_ready(trainer.init(seeds_lib.initial_keys(config)))
   chunk = throughput.compile_chunk(trainer, carry)
-  n, t = config.num_envs, config.unroll_length
+  # With S seeds every seed's N envs: the physics rollout steps them all as one [S x N] batch.
+  n, t = config.num_seeds * config.num_envs, config.unroll_length
+  envs = lambda state: jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), state) if (
+      config.num_seeds > 1) else state
   physics_start = time.perf_counter()
-  physics = throughput.physics_rollout(trainer.env, n, t).lower(carry.env).compile()
+  physics = throughput.physics_rollout(trainer.env, n, t).lower(envs(carry.env)).compile()
   physics_compile_s = time.perf_counter() - physics_start
   build_s = time.perf_counter() - start
 
@@ -516,20 +528,22 @@ def bench(config: config_lib.TrainConfig, repeats: int) -> tuple[dict[str, Any],
   times: dict[str, list[float]] = {"physics": [], "train": []}
   nonfinite: set[str] = set()
   for _ in range(repeats):
-    times["physics"].append(throughput.time_call(physics, carry.env))
+    times["physics"].append(throughput.time_call(physics, envs(carry.env)))
     round_start = time.perf_counter()
     carry, metrics = chunk.compiled(carry)  # donates the carry, whose env the next round uses
     jax.block_until_ready(metrics)
     times["train"].append(time.perf_counter() - round_start)
-    divergence = guard.first_divergence(jax.device_get(
-        {"guard/nonfinite": metrics["guard/nonfinite"]}))
+    flags = np.asarray(jax.device_get(metrics["guard/nonfinite"]))  # [K, (S,) Q]
+    flags = flags.reshape(flags.shape[0], -1, flags.shape[-1]).any(axis=1)  # any seed's
+    divergence = guard.first_divergence({"guard/nonfinite": flags})
     if divergence is not None:
       nonfinite.update(divergence[1])
   timing_s = time.perf_counter() - start - build_s
   train_sps = n * t * config.updates_per_chunk / statistics.median(times["train"])
   physics_sps = n * t / statistics.median(times["physics"])
   return {
-      "num_envs": n,
+      "num_envs": config.num_envs,
+      "num_seeds": config.num_seeds,
       "unroll_length": t,
       "updates_per_chunk": config.updates_per_chunk,
       "repeats": repeats,

@@ -1,6 +1,7 @@
 """Trained run folders for the tests of what reads one (imported as `runs`; tests/ is on sys.path).
 
-`trained` copies the session's one tiny run of the training loop, built once under a file lock by
+`trained` copies the session's one tiny run of the training loop (`warm_seeds` is its 2-seed
+counterpart), built once under a file lock by
 whichever xdist worker asks first, so the evaluate and report tests share its compile and its
 training; `warm` waits for that run, so that the tests compiling the tiny config's programs
 themselves read them from the compilation cache instead of compiling them beside another worker. `one_chunk` trains a config for one chunk and saves
@@ -48,6 +49,26 @@ def warm() -> pathlib.Path:
       shutil.rmtree(shared / "trained", ignore_errors=True)
       runner.run(trained_config(), built)
       (shared / "trained" / "complete").touch()
+  return built
+
+
+def seeds_config() -> config_lib.TrainConfig:
+  """The shared 2-seed run's config: `trained_config()` with `num_seeds=2`."""
+  return configs.tiny(2, num_seeds=2, panel__every_chunks=2, checkpoint__every_chunks=1)
+
+
+def warm_seeds() -> pathlib.Path:
+  """The session's trained run of `seeds_config()` (2 seeds, evaluated at update 4), built once
+  by the first caller while the others wait, as `warm` builds the single-seed one. Read it, or
+  copy it before changing it."""
+  shared = pathlib.Path(os.environ[conftest.SHARED])
+  built = shared / "seeds" / "run"
+  with open(shared / "seeds.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not (shared / "seeds" / "complete").exists():
+      shutil.rmtree(shared / "seeds", ignore_errors=True)
+      runner.run(seeds_config(), built)
+      (shared / "seeds" / "complete").touch()
   return built
 
 

@@ -13,6 +13,8 @@ On meshes of 2 and 4 of the 4 CPU devices, with the tiny test config, it writes 
                        each (steps 2 and 4)
   resumed_<D>.npz      the carry after one more chunk from its step-2 checkpoint restored onto
                        D devices (2: the same count, 4: resharded)
+  seeds_<S>.npz        S training seeds on the 4 devices after one chunk (S = 4: a seed per
+                       device; S = 2: 2 rows of 2 devices), with the mesh in seeds.json
   resharded/           the same step-2 checkpoint resumed by the training command's resume on
                        4 devices; what it printed is in resharded.txt, the carry it placed in
                        resharded_carry.npz
@@ -35,15 +37,16 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
 from mjx_walk import runner  # pylint: disable=wrong-import-position
+from mjx_walk.learn import seeds as seeds_lib  # pylint: disable=wrong-import-position
 from mjx_walk.learn import sharding  # pylint: disable=wrong-import-position
 from mjx_walk.learn import trainer as trainer_lib  # pylint: disable=wrong-import-position
 from mjx_walk.run import checkpoint  # pylint: disable=wrong-import-position
 from mjx_walk.run import run_folder  # pylint: disable=wrong-import-position
 
 
-def config(chunks: int = 1):
+def config(chunks: int = 1, **changes):
   """The tiny config, checkpointed after every chunk and evaluated only at its end."""
-  return configs.tiny(chunks, checkpoint__every_chunks=1, panel__every_chunks=0)
+  return configs.tiny(chunks, checkpoint__every_chunks=1, panel__every_chunks=0, **changes)
 
 
 def flat(tree) -> dict[str, np.ndarray]:
@@ -102,6 +105,18 @@ def main(out: pathlib.Path) -> None:
                                   step=2)
     carry, _ = trainer.train_chunk(trainer.devices.place(restored.carry, trainer.carry_shardings))
     np.savez(out / f"resumed_{d}.npz", **flat(carry))
+
+  # Several seeds over the 4 devices: 4 seeds a device each, 2 seeds on 2 rows of 2.
+  meshes = {}
+  for num_seeds in (2, 4):
+    trainer = trainer_lib.make_trainer(config(1, num_seeds=num_seeds))
+    carry, metrics = trainer.train_chunk(trainer.init(seeds_lib.initial_keys(trainer.config)))
+    meshes[num_seeds] = {"shape": dict(trainer.devices.mesh.shape),
+                         "describe": trainer.devices.describe(),
+                         "differing": sharding.differing_copies(carry.train)}
+    np.savez(out / f"seeds_{num_seeds}.npz", **flat(carry),
+             **{f"metric/{k}": np.asarray(v) for k, v in jax.device_get(metrics).items()})
+  (out / "seeds.json").write_text(json.dumps(meshes))
 
   # The same checkpoint resumed on 4 devices by the training command's resume, which says so.
   resharded = out / "resharded"

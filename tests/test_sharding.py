@@ -59,6 +59,7 @@ from mjx_walk.learn import audit
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.learn import ppo
+from mjx_walk.learn import seeds as seeds_lib
 from mjx_walk.learn import sharding
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import checkpoint
@@ -349,6 +350,30 @@ class DevicesTest(absltest.TestCase):
       family = _load(f"chunk_{d}")[".env.family.index"]
       np.testing.assert_array_equal(family, np.arange(8) % self.num_families)
 
+  def test_seeds_take_rows_of_the_mesh_and_train_as_on_one_device(self):
+    # 4 seeds on 4 devices: a seed per device, no collective, so each seed's chunk is the one
+    # the single device computes for it. 2 seeds: rows of 2 devices that split each seed's envs;
+    # the start is the same, and every copy of a seed's train state agrees within its row.
+    _load("init_2")  # waits for the 4-device job
+    meshes = json.loads((_JOBS["work"] / "devices" / "seeds.json").read_text())
+    self.assertEqual(meshes["4"]["shape"], {"seeds": 4, "envs": 1})
+    self.assertEqual(meshes["2"]["shape"], {"seeds": 2, "envs": 2})
+    self.assertEqual(meshes["2"]["describe"], "4 x cpu, seeds over 2 rows of 2")
+    self.assertEqual((meshes["2"]["differing"], meshes["4"]["differing"]), ([], []))
+    for num_seeds in (2, 4):
+      trainer = trainer_lib.make_trainer(sharded_config(1, num_seeds=num_seeds))
+      carry, metrics = trainer.train_chunk(trainer.init(seeds_lib.initial_keys(trainer.config)))
+      there = _load(f"seeds_{num_seeds}")
+      here = {**_flat(carry), **{f"metric/{k}": np.asarray(v)
+                                 for k, v in jax.device_get(metrics).items()}}
+      chex.assert_shape(there[".train.update_step"], (num_seeds,))
+      if num_seeds == 4:
+        chex.assert_trees_all_close(there, here, atol=1e-5, rtol=1e-5)
+      else:
+        np.testing.assert_array_equal(there[".env.family.index"], here[".env.family.index"])
+        self.assertTrue(all(np.all(np.isfinite(v)) for k, v in there.items()
+                            if k.startswith(".train.params")))
+
   def test_the_train_state_is_the_same_on_every_device(self):
     _load("init_2")
     replicas = json.loads((_JOBS["work"] / "devices" / "replicas.json").read_text())
@@ -407,9 +432,9 @@ class DevicesTest(absltest.TestCase):
     chex.assert_trees_all_equal(_load("resharded_carry"), saved)
 
 
-def sharded_config(chunks: int):
+def sharded_config(chunks: int, **changes):
   """tests/sharded_runs.py's config."""
-  return configs.tiny(chunks, checkpoint__every_chunks=1, panel__every_chunks=0)
+  return configs.tiny(chunks, checkpoint__every_chunks=1, panel__every_chunks=0, **changes)
 
 
 def _flat(tree) -> dict[str, np.ndarray]:

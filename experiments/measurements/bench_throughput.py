@@ -26,6 +26,23 @@ also trained at the same batch, in the same rounds:
 
   python experiments/measurements/bench_throughput.py --config=experiments/recipes/go2_rough.py \
       --num_envs=512
+
+With --num_seeds=S > 1 the chunk trains S seeds of --num_envs envs each (`config.num_seeds`),
+and two single-seed chunks are timed in the same rounds:
+  train_sps             env steps/s of all S seeds together
+  single_train_sps      one seed at the same num_envs
+  wide_train_sps        one seed at S x num_envs, the same env steps per chunk
+  seeds_over_singles    = train_sps / (S x single_train_sps): S seeds against S separate runs
+                          one after another (1.0 would be no cost at all for the seed axis
+                          beyond the work itself; a CPU already busy with one seed cannot reach
+                          it, a GPU that one seed leaves idle can)
+  seeds_over_wide       = train_sps / wide_train_sps: the seed axis against the same work as
+                          one batch
+  single_bytes_per_env, wide_bytes_per_env  beside bytes_per_env (the S-seed chunk's bytes over
+                          S x num_envs)
+The physics-only and policy rollouts (mjx_sps, physics_sps, rollout_sps) are then not timed.
+
+  python experiments/measurements/bench_throughput.py --num_envs=512 --num_seeds=4
 """
 
 from __future__ import annotations
@@ -40,6 +57,7 @@ from absl import flags
 import jax
 
 from mjx_walk import config as config_lib
+from mjx_walk.learn import seeds as seeds_lib
 from mjx_walk.learn import throughput
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.sim._mjx import mjx
@@ -49,6 +67,7 @@ _UNROLL = flags.DEFINE_integer("unroll_length", 24, "Control steps per rollout."
 _UPDATES = flags.DEFINE_integer("updates_per_chunk", 2, "PPO updates per timed training chunk.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed rounds; the median is reported.")
 _CONFIG = flags.DEFINE_string("config", None, "Optional config file; defaults to the CPU default.")
+_SEEDS = flags.DEFINE_integer("num_seeds", 1, "Training seeds of --num_envs envs each.")
 
 
 def main(argv):
@@ -56,8 +75,13 @@ def main(argv):
   cfg = config_lib.load_file(_CONFIG.value) if _CONFIG.value else config_lib.default()
   cfg.num_envs, cfg.unroll_length = _NUM_ENVS.value, _UNROLL.value
   cfg.updates_per_chunk = _UPDATES.value
+  cfg.num_seeds = _SEEDS.value
   config_lib.validate(cfg)
+  seeds = cfg.num_seeds
   others = {}  # name -> its config, trained at the same batch in the same rounds
+  if seeds > 1:
+    others["single"] = dataclasses.replace(cfg, num_seeds=1)
+    others["wide"] = dataclasses.replace(cfg, num_seeds=1, num_envs=seeds * cfg.num_envs)
   if cfg.terrain.heightfield:
     flat_cfg = config_lib.default()
     flat_cfg.num_envs, flat_cfg.unroll_length = cfg.num_envs, cfg.unroll_length
@@ -65,15 +89,16 @@ def main(argv):
     others["flat"] = flat_cfg
   if cfg.scan.enabled:
     others["blind"] = dataclasses.replace(cfg, scan=dataclasses.replace(cfg.scan, enabled=False))
-  chunks, carries = {}, {}
+  chunks, carries, other_bytes = {}, {}, {}
   for name, other in others.items():
     other_trainer = trainer_lib.make_trainer(config_lib.validate(other))
-    carries[name] = other_trainer.init(jax.random.key(cfg.seed))
-    chunks[name] = throughput.compile_chunk(other_trainer, carries[name]).compiled
+    carries[name] = other_trainer.init(seeds_lib.initial_keys(other))
+    compiled = throughput.compile_chunk(other_trainer, carries[name])
+    chunks[name], other_bytes[name] = compiled.compiled, compiled.bytes
   trainer = trainer_lib.make_trainer(cfg)
   env = trainer.env
   n, t = cfg.num_envs, cfg.unroll_length
-  carry = trainer.init(jax.random.key(cfg.seed))
+  carry = trainer.init(seeds_lib.initial_keys(cfg))
 
   @jax.jit
   def mjx_rollout(data):
@@ -93,17 +118,19 @@ def main(argv):
   compiled_chunk, compile_s, chunk_bytes = chunk.compiled, chunk.seconds, chunk.bytes
 
   env_state = carry.env
-  # Warm every variant once (compiles the three rollouts).
-  jax.block_until_ready(mjx_rollout(env_state.data))
-  jax.block_until_ready(physics_rollout(env_state))
-  jax.block_until_ready(policy_rollout(carry))
+  rollouts = seeds == 1  # the env and policy rollouts time one seed's envs
+  if rollouts:  # warm every variant once (compiles the three rollouts)
+    jax.block_until_ready(mjx_rollout(env_state.data))
+    jax.block_until_ready(physics_rollout(env_state))
+    jax.block_until_ready(policy_rollout(carry))
 
   times = {"mjx": [], "physics": [], "rollout": [], "train": [],
            **{f"{name}_train": [] for name in others}}
   for _ in range(_REPEATS.value):
-    times["mjx"].append(throughput.time_call(mjx_rollout, env_state.data))
-    times["physics"].append(throughput.time_call(physics_rollout, env_state))
-    times["rollout"].append(throughput.time_call(policy_rollout, carry))
+    if rollouts:
+      times["mjx"].append(throughput.time_call(mjx_rollout, env_state.data))
+      times["physics"].append(throughput.time_call(physics_rollout, env_state))
+      times["rollout"].append(throughput.time_call(policy_rollout, carry))
     start = time.perf_counter()
     carry, metrics = compiled_chunk(carry)
     jax.block_until_ready(metrics)
@@ -115,10 +142,23 @@ def main(argv):
       jax.block_until_ready(metrics)
       times[f"{name}_train"].append(time.perf_counter() - start)
 
-  sps = {name: n * t / statistics.median(ts) for name, ts in times.items() if ts}
+  # Env steps per timed call: every seed's envs, and the wide run's S x num_envs.
+  envs = {"train": seeds * n, "wide_train": seeds * n}
+  sps = {name: envs.get(name, n) * t / statistics.median(ts) for name, ts in times.items() if ts}
   for name in ["train"] + [f"{other}_train" for other in others]:
     sps[name] *= cfg.updates_per_chunk
+  rounded = lambda name: round(sps[name]) if name in sps else None
+  ratio = lambda a, b: round(sps[a] / sps[b], 3) if a in sps and b in sps else None
+  per_env = lambda size, count: None if size is None else round(size / count)
   compared = {}
+  if seeds > 1:
+    compared.update(
+        num_seeds=seeds, single_train_sps=round(sps["single_train"]),
+        wide_train_sps=round(sps["wide_train"]),
+        seeds_over_singles=round(sps["train"] / (seeds * sps["single_train"]), 3),
+        seeds_over_wide=round(sps["train"] / sps["wide_train"], 3),
+        single_bytes_per_env=per_env(other_bytes["single"], n),
+        wide_bytes_per_env=per_env(other_bytes["wide"], seeds * n))
   if "flat" in others:
     compared.update(ground=cfg.terrain.ground, flat_train_sps=round(sps["flat_train"]),
                     terrain_over_flat=round(sps["train"] / sps["flat_train"], 3))
@@ -131,16 +171,16 @@ def main(argv):
       "updates_per_chunk": cfg.updates_per_chunk,
       "substeps": env.substeps,
       "device": jax.devices()[0].device_kind,
-      "mjx_sps": round(sps["mjx"]),
-      "mjx_physics_steps_per_s": round(sps["mjx"] * env.substeps),
-      "physics_sps": round(sps["physics"]),
-      "rollout_sps": round(sps["rollout"]),
+      "mjx_sps": rounded("mjx"),
+      "mjx_physics_steps_per_s": None if "mjx" not in sps else round(sps["mjx"] * env.substeps),
+      "physics_sps": rounded("physics"),
+      "rollout_sps": rounded("rollout"),
       "train_sps": round(sps["train"]),
-      "train_over_physics": round(sps["train"] / sps["physics"], 3),
-      "train_over_mjx": round(sps["train"] / sps["mjx"], 3),
-      "rollout_over_physics": round(sps["rollout"] / sps["physics"], 3),
+      "train_over_physics": ratio("train", "physics"),
+      "train_over_mjx": ratio("train", "mjx"),
+      "rollout_over_physics": ratio("rollout", "physics"),
       "compile_s": round(compile_s, 1),
-      "bytes_per_env": None if chunk_bytes is None else round(chunk_bytes / n),
+      "bytes_per_env": per_env(chunk_bytes, seeds * n),
       "repeats": _REPEATS.value,
       **compared,
   }))
