@@ -28,6 +28,7 @@ from mjx_walk.learn import sharding
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
+from mjx_walk.sim import families
 
 import configs
 import runs
@@ -305,6 +306,46 @@ class SeedRecordsTest(absltest.TestCase):
     self.assertEqual(pooled["episode/return"], 16.0)  # (3 + 5 + 40) / 3 episodes
     self.assertEqual(pooled["seeds"]["episode/return"], [4.0, 40.0])
     self.assertEqual(pooled["reset/fall"], 2 / 3)
+
+
+class FamiliesPerSeedTest(absltest.TestCase):
+
+  def test_each_seed_draws_the_families_of_its_single_seed_run(self):
+    config = configs.tiny(1, num_seeds=3, families_per_seed=True)
+    manifest = families.make_manifest(config)
+    per = config.families.num_train_families
+    self.assertLen(manifest.train_families, 3 * per)
+    self.assertEqual(manifest.family_sets, 3)
+    self.assertEqual(manifest.ranges["seed_families"], {"sets": 3, "families_per_set": per})
+    for k in range(3):
+      alone = families.make_manifest(configs.tiny(1, seed=config.seed + k))
+      self.assertEqual(manifest.train_families[k * per:(k + 1) * per], alone.train_families)
+      params = manifest.train_params(k)
+      np.testing.assert_array_equal(params.index, k * per + np.arange(per))
+      np.testing.assert_array_equal(params.friction, alone.train_params().friction)
+    # Shared families leave the manifest as it was before seeds existed.
+    shared = families.make_manifest(configs.tiny(1, num_seeds=3))
+    self.assertEqual(shared.hash, families.make_manifest(configs.tiny(1)).hash)
+    self.assertNotIn("seed_families", shared.ranges)
+
+  def test_each_seeds_envs_start_on_its_own_families(self):
+    runs.warm()
+    config = configs.tiny(1, num_seeds=2, families_per_seed=True)
+    trainer = trainer_lib.make_trainer(config)
+    start = jax.device_get(trainer.init(seeds_lib.initial_keys(config)))
+    per, envs = config.families.num_train_families, config.num_envs
+    np.testing.assert_array_equal(start.env.family.index,
+                                  [np.arange(envs) % per, per + np.arange(envs) % per])
+    alone = families.make_manifest(configs.tiny(1, seed=config.seed + 1)).train_params()
+    np.testing.assert_array_equal(start.env.family.friction[1],
+                                  np.asarray(alone.friction)[np.arange(envs) % per])
+
+  def test_explicit_family_seeds_cannot_be_drawn_per_seed(self):
+    config = configs.tiny(1, num_seeds=2, families_per_seed=True,
+                          families__train_family_seeds=(1, 2, 3, 4))
+    with self.assertRaisesRegex(ValueError, r"config.families_per_seed=True is invalid: each seed "
+                                            r"draws its families from seed \+ k"):
+      config_lib.validate(config)
 
 
 class SeedRefusalTest(absltest.TestCase):

@@ -50,6 +50,11 @@ class TrainConfig:
   seed k has its own network initialisation, optimiser, normaliser, PPO and rollout keys (from
   `seed + k`) and adaptive learning rate, and its own num_envs envs; all of them share the
   training families and the held-out panel. 1 is the single-seed run."""
+  families_per_seed: bool = False
+  """With num_seeds > 1: each seed trains on families of its own, seed k's drawn from seed + k as
+  a single-seed run of that seed would draw them (the manifest holds every seed's, seed k's at
+  [k F, (k + 1) F) with F = families.num_train_families, and says so). False: every seed trains
+  on the same families. The held-out panel is every seed's either way."""
   env: env_lib.EnvConfig = dataclasses.field(default_factory=env_lib.EnvConfig)
   families: families_lib.FamilyConfig = dataclasses.field(default_factory=families_lib.FamilyConfig)
   panel: panel_lib.PanelConfig = dataclasses.field(default_factory=panel_lib.PanelConfig)
@@ -203,6 +208,12 @@ def _validate_top_level(config: TrainConfig) -> None:
       1 <= config.num_seeds <= MAX_SEEDS):
     fail("num_seeds", config.num_seeds,
          f"it must be an integer from 1 (one training seed) to {MAX_SEEDS}")
+  if not isinstance(config.families_per_seed, bool):
+    fail("families_per_seed", config.families_per_seed, "it must be True or False")
+  if config.families_per_seed and config.families.train_family_seeds:
+    fail("families_per_seed", True,
+         "each seed draws its families from seed + k; leave families.train_family_seeds empty, "
+         "or train every seed on those families with families_per_seed=False")
 
 
 def _validate_across_sections(config: TrainConfig) -> None:

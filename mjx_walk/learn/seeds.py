@@ -1,5 +1,6 @@
-"""The seed axis of a multi-seed run: the keys its S training seeds start from, how they start,
-and halting a seed whose update went non-finite while the others train on.
+"""The seed axis of a multi-seed run: the keys its S training seeds start from, the families each
+trains on, how they start, and halting a seed whose update went non-finite while the others
+train on.
 
 `mjx_walk.learn.trainer` vmaps every update over the seed axis (`config.num_seeds` > 1); this
 module owns what is particular to that axis.
@@ -16,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from mjx_walk import config as config_lib
+from mjx_walk.sim import families
 
 if TYPE_CHECKING:
   from mjx_walk.learn import trainer as trainer_lib
@@ -24,15 +26,24 @@ if TYPE_CHECKING:
 def initial_keys(config: config_lib.TrainConfig) -> jax.Array:
   """The key `Trainer.init` starts a new run from: `jax.random.key(config.seed)`, or with
   S > 1 training seeds the [S] keys of seeds `config.seed + k`, so that seed k starts as a
-  single-seed run of seed `config.seed + k` would (on the same families)."""
+  single-seed run of seed `config.seed + k` would (on the run's families)."""
   if config.num_seeds == 1:
     return jax.random.key(config.seed)
   return jnp.stack([jax.random.key(config.seed + k) for k in range(config.num_seeds)])
 
 
-def map_init(init: Callable[[jax.Array], Any], num_seeds: int) -> Callable[[jax.Array], Any]:
-  """`init` (key -> one seed's carry) over [S] keys, one seed after another (`jax.lax.map`);
-  `init` itself for one seed.
+def env_families(config: config_lib.TrainConfig, manifest: families.Manifest
+                 ) -> families.FamilyParams:
+  """Each env's training family draw: env i of seed k gets family i % F of seed k's set, leaves
+  [N, ...] ([S, N, ...] with several seeds)."""
+  draws = [families.for_envs(manifest.train_params(k), config.num_envs)
+           for k in range(config.num_seeds)]
+  return draws[0] if config.num_seeds == 1 else jax.tree.map(lambda *x: jnp.stack(x), *draws)
+
+
+def map_init(init: Callable[[Any], Any], num_seeds: int) -> Callable[[Any], Any]:
+  """`init` ((key, its envs' family draws) -> one seed's carry) over [S] keys and draws, one
+  seed after another (`jax.lax.map`); `init` itself for one seed.
 
   Not vmapped: batched over seeds, the networks' orthogonal initialisers become batched QR
   factorizations, which jaxlib 0.10 fans out over the CPU's intra-op pool (as it does Cholesky

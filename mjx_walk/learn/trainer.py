@@ -168,7 +168,7 @@ class _Parts:
   loss_config: ppo.LossConfig
   observation_spec: env_state.Observation
   env_families: families.FamilyParams
-  """Each env's training family draw, leaves [N, ...] (the whole batch)."""
+  """Each env's training family draw, [N, ...] for the whole batch ([S, N, ...] with seeds)."""
   num_families: int
   axis_name: str | None
   """The device axis inside the shard_map; None on one device, where nothing is wrapped."""
@@ -226,8 +226,8 @@ def make_trainer(
       loss_config=ppo.LossConfig(clip_eps=ppo_cfg.clip_eps, value_coef=ppo_cfg.value_coef,
                                  entropy_coef=ppo_cfg.entropy_coef),
       observation_spec=env.observation_spec(),
-      env_families=families.for_envs(manifest.train_params(), config.num_envs),
-      num_families=len(manifest.train_families),
+      env_families=seeds_lib.env_families(config, manifest),
+      num_families=config.families.num_train_families,
       axis_name=None if devices.env_count == 1 else sharding.AXIS,
       local_envs=config.num_envs // devices.env_count,
   )
@@ -272,7 +272,7 @@ def make_trainer(
 
   # Seeds start one by one (`seeds.map_init`), each as a single-seed run would.
   init = on_devices(seeds_lib.map_init(functools.partial(_init, parts), seeds),
-                    (sharding.P(*seed_axis),), carry_specs)
+                    ((sharding.P(*seed_axis), sharding.P(*seed_axis)),), carry_specs)
   collect = on_devices(per_seed(functools.partial(_collect, parts)), (carry_specs,),
                        (carry_specs, rollout_spec, rollout_spec))
   return Trainer(
@@ -283,18 +283,18 @@ def make_trainer(
       optimizer=parts.optimizer,
       devices=devices,
       carry_shardings=carry_shardings,
-      init=jax.jit(init, out_shardings=carry_shardings),
+      # With seeds, each seed's reset takes its own row of the [S, N] family draws.
+      init=jax.jit(lambda key: init((key, parts.env_families)), out_shardings=carry_shardings),
       collect=collect,
       train_chunk=jax.jit(_traced_once(train_chunk), donate_argnums=0,
                           out_shardings=(carry_shardings, devices.replicated)),
   )
 
 
-def _init(parts: _Parts, key: jax.Array) -> Carry:
-  """key -> Carry: fresh parameters, optimizer and normalizer, and a reset batch of envs."""
-  config, env = parts.config, parts.env
-  # Network keys are shared by every env; env keys are split per env below.
-  k_net, k_env, k_loop = jax.random.split(key, 3)
+def _init(parts: _Parts, key_and_families: tuple[jax.Array, families.FamilyParams]) -> Carry:
+  """(key, the envs' family draws) -> Carry: fresh networks, optimizer, normalizer and envs."""
+  (key, env_families), config, env = key_and_families, parts.config, parts.env
+  k_net, k_env, k_loop = jax.random.split(key, 3)  # env keys are split per env below
   spec = parts.observation_spec
   params = parts.networks.init(k_net, spec["policy"].shape[-1], spec["critic"].shape[-1])
   train = TrainState(
@@ -310,7 +310,7 @@ def _init(parts: _Parts, key: jax.Array) -> Carry:
   # of devices.
   mine = lambda x: sharding.local_rows(x, parts.axis_name)
   env_state = jax.vmap(env.reset)(mine(jax.random.split(k_env, config.num_envs)),
-                                  jax.tree.map(mine, parts.env_families))
+                                  jax.tree.map(mine, env_families))
   # Start every env at a random point of its time limit, so that timeouts (and the resets
   # that follow) are spread over time instead of arriving for the whole batch in one step.
   # Each env's first episode is therefore shorter, and its reported length counts the offset.

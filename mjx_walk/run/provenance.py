@@ -71,7 +71,7 @@ def recipe(config: config_lib.TrainConfig, manifest: families.Manifest,
   samples = config.num_envs * config.unroll_length
   control_hz = config.env.control_hz
   devices = sharding.for_seeds(devices or sharding.make(), config.num_seeds)
-  num_train_families = len(manifest.train_families)
+  num_train_families = len(manifest.train_families) // manifest.family_sets  # one seed's
   commit, dirty = _git_state()
   record = {
       "kind": "recipe",
@@ -112,9 +112,11 @@ def recipe(config: config_lib.TrainConfig, manifest: families.Manifest,
       "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
   }
   if config.num_seeds > 1:
-    # Seed k trains from seed + k, on the same families; the seeds are split over `seed_rows`
-    # rows of the devices and each seed's envs over the `devices_per_seed` of its row.
+    # Seed k trains from seed + k, on the run's families or (families_per_seed) its own; the
+    # seeds are split over `seed_rows` rows of the devices and each seed's envs over the
+    # `devices_per_seed` of its row.
     record.update(num_seeds=config.num_seeds,
                   seeds=[config.seed + k for k in range(config.num_seeds)],
+                  families_per_seed=config.families_per_seed,
                   seed_rows=devices.seed_rows, devices_per_seed=devices.env_count)
   return record

@@ -344,12 +344,20 @@ def _distinct_seeds(seed: int | Sequence[int], space: tuple[int, int], count: in
 
 
 def train_seeds(config: config_lib.TrainConfig) -> list[int]:
-  """The training family seeds: explicit ones from the config, else derived from the run seed."""
+  """The training family seeds: explicit ones from the config, else derived from the run seed;
+  with `families_per_seed`, every training seed's in turn (seed k's derived from seed + k)."""
   if config.families.train_family_seeds:
     return [int(s) for s in config.families.train_family_seeds]
   # The trailing constant separates this stream from any other use of the run seed.
-  return _distinct_seeds([config.seed, 0x7EA1], TRAIN_SEED_SPACE,
-                         config.families.num_train_families)
+  return [s for k in range(seed_family_sets(config))
+          for s in _distinct_seeds([config.seed + k, 0x7EA1], TRAIN_SEED_SPACE,
+                                   config.families.num_train_families)]
+
+
+def seed_family_sets(config: config_lib.TrainConfig) -> int:
+  """How many sets of training families the manifest holds: one per training seed with
+  `families_per_seed`, else one that every seed shares."""
+  return config.num_seeds if config.families_per_seed else 1
 
 
 def eval_seeds(config: config_lib.TrainConfig) -> list[int]:
@@ -383,6 +391,9 @@ def _ranges(config: config_lib.TrainConfig) -> dict[str, Any]:
             "eval": panel}
   if config.terrain.heightfield:
     ranges["terrain"] = dataclasses.asdict(config.terrain)
+  if seed_family_sets(config) > 1:  # absent when the seeds share one set, as before seeds
+    ranges["seed_families"] = {"sets": seed_family_sets(config),
+                               "families_per_set": config.families.num_train_families}
   return json.loads(json.dumps(ranges))  # tuples become lists, exactly as a reload sees them
 
 
@@ -470,9 +481,21 @@ class Manifest:
     return config_lib.TerrainConfig(
         **{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
-  def train_params(self) -> FamilyParams:
-    """The training families as arrays, leading axis [F]."""
-    return stack_params(self.train_families, self.terrain)
+  @property
+  def family_sets(self) -> int:
+    """Sets of training families: one per training seed of a run with `families_per_seed`
+    (seed k's are families [k F, (k + 1) F)), else 1."""
+    return self.ranges.get("seed_families", {}).get("sets", 1)
+
+  def train_params(self, seed: int | None = None) -> FamilyParams:
+    """The training families as arrays, leading axis [F] (every one of them, by manifest index,
+    when `seed` is None); with a family set per seed, `seed`'s set (its `index` still the
+    manifest's: k F + i)."""
+    if self.family_sets == 1 or seed is None:
+      return stack_params(self.train_families, self.terrain)
+    per = len(self.train_families) // self.family_sets
+    params = stack_params(self.train_families[seed * per:(seed + 1) * per], self.terrain)
+    return params.replace(index=params.index + seed * per)
 
   def eval_params(self) -> FamilyParams:
     """The evaluation families as arrays, leading axis [E]."""
