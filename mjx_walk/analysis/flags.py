@@ -3,10 +3,16 @@
 Runs on the host from the ledger's update records (`mjx_walk.learn.audit` computes the audits
 inside the jitted chunk; `mjx_walk.learn.records` writes them into the records). The report lists
 every flag raised.
+
+A run of several training seeds is audited seed by seed as well: `flags` judges the update
+records, which pool the seeds still training; `seed_reset_shares` gives each seed's own reset
+reasons (from the records' `seeds` lists), and `seed_divergences` says which seed halted at which
+update and how far the others trained on (from the `divergence` records with a `seed`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 from typing import Mapping
 from typing import Sequence
@@ -151,3 +157,99 @@ def _thin_minibatches(updates: Sequence[Mapping[str, Any]], num_families: int) -
   return [f"a minibatch spanned only {worst['sync/min_effective_families']:.1f} effective "
           f"families (inverse Simpson index) of {num_families} at update "
           f"{worst.get('update', '?')}"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedResets:
+  """The reset reasons of each training seed of a multi-seed run."""
+
+  shares: dict[str, list[float | None]]
+  """Per reason ("fall", "timeout", ...), each seed's mean share of its episode ends over the
+  updates in which some of its episodes ended; None for a seed whose episodes never ended."""
+  updates: list[int]
+  """Per seed, how many updates the mean is over."""
+
+
+def seed_reset_shares(records: list[dict]) -> SeedResets | None:
+  """Each seed's share of episode ends per reset reason, from the update records' `seeds`
+  lists (`records.seed_update_records`).
+
+  A seed's share is its mean over the updates in which some of its episodes ended (the records
+  list a seed's shares, not its episode counts, so updates are weighted alike); an update after
+  the seed halted lists null and is left out.
+
+  Returns:
+    The shares, reasons in sorted order; None when no update record lists seeds (a single-seed
+    run).
+  """
+  updates = [r for r in ledger.of_kind(records, "update") if isinstance(r.get("seeds"), dict)]
+  reasons = sorted({k for r in updates for k in r["seeds"] if k.startswith("reset/")})
+  if not reasons:
+    return None
+  num_seeds = max(len(r["seeds"][k]) for r in updates for k in reasons if k in r["seeds"])
+  shares = np.full((len(reasons), num_seeds, len(updates)), np.nan)
+  for u, record in enumerate(updates):
+    for i, key in enumerate(reasons):
+      for k, value in enumerate(record["seeds"].get(key) or []):
+        if value is not None:
+          shares[i, k, u] = value
+  # An update of a seed counts when it lists every reason and some of its episodes ended.
+  ended = np.isfinite(shares).all(axis=0) & (np.nansum(shares, axis=0) > 0)  # [S, U]
+  counts = ended.sum(axis=1)
+  means = {key.split("/", 1)[1]: [float(np.mean(shares[i, k, ended[k]])) if counts[k] else None
+                                  for k in range(num_seeds)]
+           for i, key in enumerate(reasons)}
+  return SeedResets(shares=means, updates=[int(c) for c in counts])
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+  """seed 2; seeds 0 and 2; seeds 0, 1 and 3."""
+  names = [str(s) for s in seeds]
+  if len(names) == 1:
+    return f"seed {names[0]}"
+  return f"seeds {', '.join(names[:-1])} and {names[-1]}"
+
+
+def seed_divergences(records: list[dict], num_seeds: int) -> list[str]:
+  """Which seed halted at which update, and how far the others trained on, in plain words.
+
+  One sentence per `divergence` record with a `seed` (a multi-seed run halts that seed alone,
+  keeping its last finite parameters), naming the non-finite quantities and the seeds that went
+  on with the update each last trained (from the update records' `halted_seeds`); and one for a
+  `divergence` record without a seed, written when every seed had halted and the run stopped.
+
+  Args:
+    records: the run's ledger records.
+    num_seeds: the run's number of training seeds.
+  """
+  updates = ledger.of_kind(records, "update")
+  last = {}  # seed -> the last update it trained
+  for record in updates:
+    for seed in range(num_seeds):
+      if seed not in (record.get("halted_seeds") or []):
+        last[seed] = record.get("update")
+  out = []
+  for record in ledger.of_kind(records, "divergence"):
+    update, quantities = record.get("update"), ", ".join(record.get("nonfinite") or []) or "?"
+    if record.get("seed") is None:
+      checkpoint = record.get("last_checkpoint")
+      out.append(f"every seed had halted by update {update} (non-finite {quantities}): the run "
+                 "stopped there; "
+                 + ("no checkpoint was saved before it" if checkpoint is None else
+                    f"its last checkpoint is update {checkpoint}"))
+      continue
+    seed = record["seed"]
+    others = [s for s in range(num_seeds) if s != seed
+              and (last.get(s) is None or update is None or last[s] >= update)]
+    went_on = {}
+    for other in others:
+      went_on.setdefault(last.get(other), []).append(other)
+    trained = "; ".join(
+        f"{_seed_list(group)} trained on" + (f" to update {end}" if end is not None else "")
+        # The longest-training group first; seeds of no known last update last.
+        for end, group in sorted(went_on.items(),
+                                 key=lambda item: (item[0] is None, -(item[0] or 0))))
+    out.append(f"seed {seed} went non-finite at update {update} ({quantities}) and halted there, "
+               f"keeping its update {update - 1 if isinstance(update, int) else '?'} parameters; "
+               + (trained if trained else "no other seed was still training"))
+  return out

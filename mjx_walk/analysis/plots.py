@@ -13,6 +13,13 @@
 `make_plots` writes them all; each `plot_*` returns a `Plot`, which is skipped (no file, and a note
 saying why) when the ledger holds nothing to draw. The curriculum plot is made only for a ledger
 with terrain records (`terrain/levels`), so a run on the plane has the six others.
+
+A run of several training seeds (`config.num_seeds` > 1) draws its spread as well: one thin line
+per seed (each a `Line2D` with gid "seed <k>") of the figures its update records list seed by
+seed (`seeds`: the training return, the reward per step, each reset reason's share) and of the
+held-out figures of its eval records (`seeds`), and around each stratum's mean over seeds the
+band of the 95% bootstrap interval over seeds (`spread`, `mjx_walk.run.spread`). A single-seed
+ledger lists no seeds, and its figures have no such lines or bands.
 """
 
 from __future__ import annotations
@@ -41,6 +48,17 @@ class Plot:
   note: str | None = None
   caption: str | None = None
   """One sentence on what the figure shows, printed under it in the report; None for none."""
+  figure: Figure | None = dataclasses.field(default=None, repr=False, compare=False)
+  """The matplotlib figure written to `path` (None when skipped), for a caller that inspects
+  what was drawn."""
+
+
+SEED_GID = "seed {}"
+"""The gid of seed k's thin line in a multi-seed figure ("seed 0", "seed 1", ...)."""
+BAND_GID = "interval {}"
+"""The gid of a stratum's 95%-interval band over seeds on a learning-curve axis."""
+SEED_LINE = {"lw": 0.8, "alpha": 0.55}
+"""How one seed's line is drawn: thin and faint beside the pooled or mean line."""
 
 
 def _values(records: Sequence[dict[str, Any]], key: str) -> np.ndarray:
@@ -74,14 +92,93 @@ def _per_stratum(evals: Sequence[dict[str, Any]], metric: str) -> dict[str, np.n
                        else r["strata"][s][metric] for r in evals]) for s in strata}
 
 
+def seed_count(records: Sequence[dict[str, Any]]) -> int:
+  """How many training seeds the update and eval records list (`seeds`); 1 for a single-seed
+  ledger."""
+  counts = [len(v) for r in records if isinstance(r.get("seeds"), dict)
+            for v in r["seeds"].values() if isinstance(v, list)]
+  counts += [len(r["seeds"]) for r in records if isinstance(r.get("seeds"), list)]
+  return max(counts, default=1)
+
+
+def seed_values(records: Sequence[dict[str, Any]], key: str, num_seeds: int) -> np.ndarray:
+  """float [num_seeds, len(records)]: each seed's `key` from the update records' `seeds` lists;
+  NaN where a record lists none or the seed had halted (null)."""
+  out = np.full((num_seeds, len(records)), np.nan)
+  for i, record in enumerate(records):
+    values = (record.get("seeds") or {}).get(key)
+    for k, value in enumerate(values if isinstance(values, list) else []):
+      if k < num_seeds and value is not None:
+        out[k, i] = float(value)
+  return out
+
+
+def seed_strata(evals: Sequence[dict[str, Any]], metric: str, num_seeds: int
+                ) -> dict[str, np.ndarray]:
+  """Per stratum, float [num_seeds, len(evals)]: each seed's `metric` from the eval records'
+  `seeds` (NaN where a record has no such seed or value)."""
+  strata = list(dict.fromkeys(s for r in evals for s in r["strata"]))
+  out = {s: np.full((num_seeds, len(evals)), np.nan) for s in strata}
+  for i, record in enumerate(evals):
+    for k, seed in enumerate(record.get("seeds") or []):
+      for stratum, values in seed.items():
+        if k < num_seeds and stratum in out and values.get(metric) is not None:
+          out[stratum][k, i] = float(values[metric])
+  return out
+
+
+def seed_intervals(evals: Sequence[dict[str, Any]], metric: str
+                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+  """Per stratum with a `spread` of `metric`, (ci_low, ci_high), each float [len(evals)]: the
+  95% bootstrap interval over seeds of each evaluation (NaN where a record has none)."""
+  out = {}
+  for i, record in enumerate(evals):
+    for stratum, figures in (record.get("spread") or {}).items():
+      summary = figures.get(metric) or {}
+      if summary.get("ci_low") is None or summary.get("ci_high") is None:
+        continue
+      low, high = out.setdefault(stratum, (np.full(len(evals), np.nan),
+                                           np.full(len(evals), np.nan)))
+      low[i], high[i] = summary["ci_low"], summary["ci_high"]
+  return out
+
+
+def _seed_lines(ax: Any, x: np.ndarray, per_seed: np.ndarray, color: str,
+                label: str | None = None) -> None:
+  """One thin line per seed (row of `per_seed`), gid "seed <k>"; the first one carries
+  `label`."""
+  for k, y in enumerate(per_seed):
+    _line(ax, x, y, color=color, gid=SEED_GID.format(k), label=label if k == 0 else None,
+          **SEED_LINE)
+
+
+def _band(ax: Any, x: np.ndarray, low: np.ndarray, high: np.ndarray, color: str,
+          stratum: str) -> None:
+  """The interval low..high shaded over the points where it is defined; a single such point (one
+  evaluation, which a band cannot show) gets a vertical bar instead."""
+  defined = np.isfinite(x) & np.isfinite(low) & np.isfinite(high)
+  if not defined.any():
+    return
+  ax.fill_between(x[defined], low[defined], high[defined], color=color, alpha=0.15, lw=0,
+                  gid=BAND_GID.format(stratum))
+  if defined.sum() == 1:
+    ax.vlines(x[defined], low[defined], high[defined], color=color, lw=1.5, alpha=0.6)
+
+
 def plot_learning_curve(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
   """Training return and held-out success, falls and tracking per stratum, over env steps (left)
-  and over wall-clock (right)."""
+  and over wall-clock (right).
+
+  With several training seeds the thick lines are the seeds pooled (training) and the mean over
+  seeds (held-out); each seed adds a thin line of its own, and each stratum's mean the band of
+  the 95% bootstrap interval over seeds of the figures that have one (success, falls, xy error).
+  """
   title = "Learning curve"
   updates = ledger.of_kind(records, "update")
   evals = ledger.of_kind(records, "eval")
   if not updates:
     return Plot("learning_curve", title, None, "no update records yet")
+  num_seeds = seed_count(updates + evals)
   rows = [("episode/return", "return", "return"), (None, "success_rate", "held-out success"),
           (None, "fall_rate", "held-out fall rate"),
           (None, "lin_vel_error", "held-out lin vel error (m/s)")]
@@ -94,11 +191,14 @@ def plot_learning_curve(records: Sequence[dict[str, Any]], path: pathlib.Path) -
     x_evals = _values(evals, eval_x)
     for row, (update_key, metric, name) in enumerate(rows):
       ax = axes[row, col]
-      if update_key:
-        _line(ax, x_updates, _values(updates, update_key), color="black", lw=1.2,
-              label="training episodes")
-      for stratum, y in _per_stratum(evals, metric).items():
-        _line(ax, x_evals, y, marker="o", ms=3, lw=1, label=f"held-out {stratum}")
+      if num_seeds > 1:
+        _seed_curves(ax, x_updates, updates, update_key, x_evals, evals, metric, num_seeds)
+      else:
+        if update_key:
+          _line(ax, x_updates, _values(updates, update_key), color="black", lw=1.2,
+                label="training episodes")
+        for stratum, y in _per_stratum(evals, metric).items():
+          _line(ax, x_evals, y, marker="o", ms=3, lw=1, label=f"held-out {stratum}")
       ax.set_ylabel(name)
       ax.grid(alpha=0.3)
       if metric in ("success_rate", "fall_rate"):
@@ -109,11 +209,37 @@ def plot_learning_curve(records: Sequence[dict[str, Any]], path: pathlib.Path) -
     figure.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6),
                   fontsize="small")
   note = None if evals else "no held-out evaluation yet; training return only"
-  return Plot("learning_curve", title, _save(figure, path), note)
+  caption = None if num_seeds == 1 else (
+      f"{num_seeds} training seeds: the thick lines are the seeds pooled (training) and the mean "
+      "over seeds (held-out), each thin line one seed, and the shaded band (a bar for a single "
+      "evaluation) the 95% bootstrap interval of the mean over seeds.")
+  return Plot("learning_curve", title, _save(figure, path), note, caption, figure)
+
+
+def _seed_curves(ax: Any, x_updates: np.ndarray, updates: Sequence[dict[str, Any]],
+                 update_key: str | None, x_evals: np.ndarray, evals: Sequence[dict[str, Any]],
+                 metric: str, num_seeds: int) -> None:
+  """One learning-curve axis of a multi-seed run: the pooled training line and a thin one per
+  seed, then per stratum the mean over seeds, a thin line per seed and the 95% interval."""
+  if update_key:
+    _line(ax, x_updates, _values(updates, update_key), color="black", lw=1.2,
+          label="training episodes (seeds pooled)")
+    _seed_lines(ax, x_updates, seed_values(updates, update_key, num_seeds), "black",
+                "training, each seed")
+  intervals = seed_intervals(evals, metric)
+  per_seed = seed_strata(evals, metric, num_seeds)
+  for i, (stratum, y) in enumerate(_per_stratum(evals, metric).items()):
+    color = f"C{i % 10}"
+    if stratum in intervals:
+      _band(ax, x_evals, *intervals[stratum], color, stratum)
+    _seed_lines(ax, x_evals, per_seed[stratum], color)
+    _line(ax, x_evals, y, color=color, marker="o", ms=3, lw=1.2,
+          label=f"held-out {stratum}")
 
 
 def plot_reward_terms(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
-  """Each scaled reward term per control step, stacked: gains above zero, penalties below."""
+  """Each scaled reward term per control step, stacked: gains above zero, penalties below. The
+  terms and the total are the seeds pooled; with several seeds each one's total is a thin line."""
   title = "Reward terms"
   updates = ledger.of_kind(records, "update")
   terms = [k for k in _scalar_keys(updates, "reward/") if k != "reward/total"]
@@ -128,17 +254,26 @@ def plot_reward_terms(records: Sequence[dict[str, Any]], path: pathlib.Path) -> 
   ax.stackplot(x, np.maximum(values, 0.0), colors=colors, labels=labels, alpha=0.85)
   ax.stackplot(x, np.minimum(values, 0.0), colors=colors, alpha=0.85)
   if "reward/total" in _scalar_keys(updates, "reward/"):
-    ax.plot(x, _values(updates, "reward/total"), color="black", lw=1.5, label="total")
+    num_seeds = seed_count(updates)
+    ax.plot(x, _values(updates, "reward/total"), color="black", lw=1.5,
+            label="total" if num_seeds == 1 else "total (seeds pooled)")
+    if num_seeds > 1:
+      _seed_lines(ax, x, seed_values(updates, "reward/total", num_seeds), "black",
+                  "total, each seed")
   ax.axhline(0.0, color="grey", lw=0.8)
   ax.set_xlabel("env steps")
   ax.set_ylabel("reward per control step (scaled)")
   ax.grid(alpha=0.3)
   ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
-  return Plot("reward_terms", title, _save(figure, path))
+  return Plot("reward_terms", title, _save(figure, path), figure=figure)
 
 
 def plot_reset_reasons(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
-  """The share of episode ends per reset reason, over the updates in which some episode ended."""
+  """The share of episode ends per reset reason, over the updates in which some episode ended.
+
+  With several training seeds the stack is the seeds pooled, and a second axis has one thin line
+  per seed for each reason that ended some seed's episodes, over the updates in which that seed's
+  episodes ended."""
   title = "Reset reasons"
   updates = ledger.of_kind(records, "update")
   keys = _scalar_keys(updates, "reset/")
@@ -151,14 +286,43 @@ def plot_reset_reasons(records: Sequence[dict[str, Any]], path: pathlib.Path) ->
   if not ended.any():
     return Plot("reset_reasons", title, None, "no episode has ended yet")
   x = _values(updates, "env_steps")[ended]
-  figure = Figure(figsize=(10, 4.5), layout="constrained")
-  ax = figure.subplots()
+  num_seeds = seed_count(updates)
+  if num_seeds > 1:
+    figure = Figure(figsize=(10, 8), layout="constrained")
+    ax, per_seed_ax = figure.subplots(2, 1, sharex=True)
+  else:
+    figure = Figure(figsize=(10, 4.5), layout="constrained")
+    ax = figure.subplots()
   ax.stackplot(x, shares[:, ended], labels=[k.split("/", 1)[1] for k in keys], alpha=0.85)
   ax.set_ylim(0.0, 1.0)
-  ax.set_xlabel("env steps")
-  ax.set_ylabel("share of episode ends")
+  if num_seeds == 1:
+    ax.set_xlabel("env steps")
+  ax.set_ylabel("share of episode ends" if num_seeds == 1 else
+                "share of episode ends\n(seeds pooled)")
   ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
-  return Plot("reset_reasons", title, _save(figure, path))
+  if num_seeds > 1:
+    _seed_reset_lines(per_seed_ax, updates, keys, num_seeds)
+  return Plot("reset_reasons", title, _save(figure, path), figure=figure)
+
+
+def _seed_reset_lines(ax: Any, updates: Sequence[dict[str, Any]], keys: Sequence[str],
+                      num_seeds: int) -> None:
+  """Each reset reason's share of each seed's episode ends (a thin line per seed, in the
+  reason's color of the stack), for the reasons that ended some seed's episodes."""
+  x = _values(updates, "env_steps")
+  shares = np.stack([seed_values(updates, k, num_seeds) for k in keys])  # [reasons, S, U]
+  # Per seed, the updates in which some of its episodes ended (all its shares 0 otherwise).
+  ended = np.isfinite(shares).all(axis=0) & (np.nansum(shares, axis=0) > 0)  # [S, U]
+  for i, key in enumerate(keys):
+    seen = np.where(ended, shares[i], np.nan)
+    if np.nansum(seen) > 0:
+      _seed_lines(ax, x, seen, f"C{i % 10}", key.split("/", 1)[1])
+  ax.set_ylim(-0.02, 1.02)
+  ax.set_xlabel("env steps")
+  ax.set_ylabel("share of episode ends\n(one line per seed)")
+  ax.grid(alpha=0.3)
+  if ax.get_legend_handles_labels()[0]:
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
 
 
 def plot_contact_events(records: Sequence[dict[str, Any]], path: pathlib.Path,
@@ -194,7 +358,7 @@ def plot_contact_events(records: Sequence[dict[str, Any]], path: pathlib.Path,
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
   axes[-1].set_xlabel("env steps")
-  return Plot("contact_events", title, _save(figure, path))
+  return Plot("contact_events", title, _save(figure, path), figure=figure)
 
 
 def _histogram(ax: Any, counts: np.ndarray, edges: np.ndarray, threshold: float | None,
@@ -239,7 +403,7 @@ def plot_fall_histograms(records: Sequence[dict[str, Any]], path: pathlib.Path,
       continue
     _histogram(ax, sums[key], np.asarray(edges, float), threshold, label)
     ax.set_title(f"{int(sums[key].sum())} falls")
-  return Plot("fall_histograms", title, _save(figure, path))
+  return Plot("fall_histograms", title, _save(figure, path), figure=figure)
 
 
 def plot_latest_eval(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Plot:
@@ -264,7 +428,7 @@ def plot_latest_eval(records: Sequence[dict[str, Any]], path: pathlib.Path) -> P
   ax.set_ylabel("share of episodes")
   ax.set_title(f"update {record['update']} ({record['env_steps']:,} env steps)")
   ax.legend()
-  return Plot("latest_eval", title, _save(figure, path))
+  return Plot("latest_eval", title, _save(figure, path), figure=figure)
 
 
 TERRAIN_LEVELS = "terrain/levels"
@@ -342,7 +506,7 @@ def plot_curriculum(records: Sequence[dict[str, Any]], path: pathlib.Path) -> Pl
   right.set_ylabel("envs (after the last update)")
   right.grid(alpha=0.3, axis="y")
   right.legend(fontsize="small")
-  return Plot("curriculum", title, _save(figure, path), caption=caption)
+  return Plot("curriculum", title, _save(figure, path), caption=caption, figure=figure)
 
 
 def make_plots(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],

@@ -9,9 +9,14 @@ This module owns what a run looks like to a reader: `report.md` holds the recipe
 summary, the latest evaluation table, the latest second-simulator table
 (`mjx_walk.deploy.sim2sim`), the plots (`mjx_walk.analysis.plots`), the videos with their
 captions (`mjx_walk.analysis.videos`) and the audit flags in plain words
-(`mjx_walk.analysis.flags`). `build` writes the plots and the report from the files in the run
-folder, after the fact; with videos it first renders saved evaluation traces
-(`mjx_walk.evaluation.traces`), or evaluates a checkpoint with traces (`evaluate_with_traces`).
+(`mjx_walk.analysis.flags`). A run of several training seeds (`config.num_seeds` > 1) also has a
+Seeds section (each seed's final held-out figures with their mean, interquartile mean and 95%
+interval over seeds, each seed's last training figures, and the minutes to walk as a
+distribution over seeds), its audits seed by seed (reset reasons, and which seed halted where),
+and the seed its videos show; a single-seed run's report has none of these. `build` writes the
+plots and the report from the files in the run folder, after the fact; with videos it first
+renders saved evaluation traces (`mjx_walk.evaluation.traces`), or evaluates a checkpoint with
+traces (`evaluate_with_traces`).
 
 Videos that could not be rendered are never left unsaid: the training loop records why in
 `videos/<update>/not_rendered.json` (`videos.record_not_rendered`), and the report's Videos section
@@ -26,6 +31,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import statistics
 from typing import Any
 from typing import Callable
 from typing import Sequence
@@ -38,6 +44,7 @@ from mjx_walk.analysis import plots as plots_lib
 from mjx_walk.analysis import videos as videos_lib
 from mjx_walk.evaluation import panel
 from mjx_walk.evaluation import traces as trace_files
+from mjx_walk.evaluation import walking
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.run import run_folder
@@ -124,8 +131,159 @@ def _flags_section(records: Sequence[dict[str, Any]], config: config_lib.TrainCo
   lines = ["## Audit flags", ""]
   raised = flags_lib.flags(list(records), config)
   if not raised:
-    return lines + ["No audit flag was raised.", ""]
-  return lines + [f"- {flag}" for flag in raised] + [""]
+    lines += ["No audit flag was raised.", ""]
+  else:
+    lines += [f"- {flag}" for flag in raised] + [""]
+  num_seeds = seed_count(records)
+  if num_seeds > 1:
+    lines += _seed_audits(records, num_seeds)
+  return lines
+
+
+def seed_count(records: Sequence[dict[str, Any]]) -> int:
+  """The run's number of training seeds: the recipe's `num_seeds`, else as many as its update
+  and eval records list; 1 for a single-seed run."""
+  recipe = ledger.latest(list(records), "recipe") or {}
+  if recipe.get("num_seeds"):
+    return int(recipe["num_seeds"])
+  return plots_lib.seed_count([*ledger.of_kind(records, "update"),
+                               *ledger.of_kind(records, "eval")])
+
+
+_PERCENT, _ERROR = ".1%", ".3f"
+_SEED_FIGURES = (("success", "success_rate", _PERCENT), ("falls", "fall_rate", _PERCENT),
+                 ("xy error (m/s)", "lin_vel_error", _ERROR),
+                 ("yaw error (rad/s)", "yaw_rate_error", _ERROR))
+"""The Seeds section's held-out rows: label, figure (each of `spread.METRICS`), format."""
+_TRAINING_FIGURES = (("return", "episode/return", ".3f"),
+                     ("episode length", "episode/length", ".1f"),
+                     ("reward per step", "reward/total", "+.4f"),
+                     ("approx KL", "loss/approx_kl", ".4f"),
+                     ("explained variance", "loss/explained_variance", ".3f"),
+                     ("learning rate", "ppo/learning_rate", ".2e"),
+                     ("policy std", "policy/std_mean", ".3f"),
+                     ("mean terrain level", "terrain/mean_level", ".2f"))
+"""The Seeds section's training rows (`records.PER_SEED`): label, figure, format."""
+
+
+def _seed_header(num_seeds: int, halted: Sequence[int] = ()) -> list[str]:
+  """(the seed columns' names, "seed 1 (halted)" for a halted one; their header rules)."""
+  names = [f"seed {k}" + (" (halted)" if k in halted else "") for k in range(num_seeds)]
+  return [" | ".join(names), "|".join(["---"] * num_seeds)]
+
+
+def _final_seed_table(evaluation: dict[str, Any], num_seeds: int) -> list[str]:
+  """Each stratum's held-out figures per seed, with their mean, IQM and 95% interval."""
+  halted = evaluation.get("halted_seeds") or []
+  names, rules = _seed_header(num_seeds, halted)
+  lines = [f"| stratum | figure | {names} | mean | IQM | 95% CI |",
+           f"|---|---|{rules}|---|---|---|"]
+  spreads = evaluation.get("spread") or {}
+  for stratum in evaluation["strata"]:
+    for label, key, spec in _SEED_FIGURES:
+      values = [(seed.get(stratum) or {}).get(key) for seed in evaluation["seeds"]]
+      values += [None] * (num_seeds - len(values))
+      summary = (spreads.get(stratum) or {}).get(key) or {}
+      cells = [ledger.fmt(v, spec) for v in values[:num_seeds]]
+      interval = ("-" if summary.get("ci_low") is None or summary.get("ci_high") is None else
+                  f"[{format(summary['ci_low'], spec)}, {format(summary['ci_high'], spec)}]")
+      lines.append(f"| {stratum} | {label} | {' | '.join(cells)} | "
+                   f"{ledger.fmt(summary.get('mean'), spec)} | "
+                   f"{ledger.fmt(summary.get('iqm'), spec)} | {interval} |")
+  return lines
+
+
+def _last_update_table(update: dict[str, Any], num_seeds: int) -> list[str]:
+  """The last update record's figures per seed (`seeds`), beside the seeds pooled."""
+  seeds = update.get("seeds") or {}
+  names, rules = _seed_header(num_seeds, update.get("halted_seeds") or [])
+  lines = [f"| figure | {names} | seeds pooled |", f"|---|{rules}|---|"]
+  for label, key, spec in _TRAINING_FIGURES:
+    if key not in seeds:
+      continue
+    values = (list(seeds[key]) + [None] * num_seeds)[:num_seeds]
+    lines.append(f"| {label} | {' | '.join(ledger.fmt(v, spec) for v in values)} | "
+                 f"{ledger.fmt(update.get(key), spec)} |")
+  return lines
+
+
+def format_minutes_to_walk(minutes: Sequence[float | None] | None) -> str:
+  """One line on the minutes to walk of several seeds (`walking.seed_minutes_to_walk`): each
+  seed's, then the median and the range over the seeds that walked, and how many never did."""
+  if minutes is None:
+    return "Minutes to walk: undefined (the evaluations have no `flat` stratum per seed)."
+  each = ", ".join(f"seed {k} " + ("never" if m is None else f"{m:g} min")
+                   for k, m in enumerate(minutes))
+  walked = [m for m in minutes if m is not None]
+  never = len(minutes) - len(walked)
+  if not walked:
+    return f"Minutes to walk per seed: {each}. None of the {len(minutes)} seeds walked."
+  over = "the seed that walked" if len(walked) == 1 else f"the {len(walked)} seeds that walked"
+  return (f"Minutes to walk per seed: {each}. Median {statistics.median(walked):g} min and range "
+          f"{min(walked):g} to {max(walked):g} min over {over}; "
+          + (f"{never} of {len(minutes)} never walked." if never else "every seed walked."))
+
+
+def _seeds_section(records: Sequence[dict[str, Any]], num_seeds: int) -> list[str]:
+  """The Seeds section of a multi-seed run."""
+  recipe = ledger.latest(list(records), "recipe") or {}
+  evals = ledger.of_kind(records, "eval")
+  seeded = [r for r in evals if isinstance(r.get("seeds"), list)]
+  update = ledger.latest(list(records), "update")
+  seeds = recipe.get("seeds") or list(range(num_seeds))
+  lines = ["## Seeds", "",
+           f"{num_seeds} training seeds (run seeds {', '.join(map(str, seeds))}), trained side "
+           "by side on the same families and evaluated on the same held-out panel. A figure over "
+           "seeds takes one value per seed: their mean, their interquartile mean (IQM) and the "
+           "95% bootstrap interval of the mean (`mjx_walk.run.spread`).", ""]
+  if seeded:
+    final = seeded[-1]
+    lines += [f"### Held-out panel per seed, update {final['update']}", ""]
+    lines += _final_seed_table(final, num_seeds) + [""]
+  else:
+    lines += ["No held-out evaluation of the seeds yet.", ""]
+  if update is not None and isinstance(update.get("seeds"), dict):
+    lines += [f"### Training per seed, update {update['update']}", ""]
+    lines += _last_update_table(update, num_seeds) + [""]
+  lines += ["### Minutes to walk", ""]
+  if seeded:
+    lines += [f"The wall-clock minutes of the first evaluation whose `flat` stratum meets the "
+              f"walking criteria ({_criteria()}), over {len(seeded)} "
+              + ("evaluation." if len(seeded) == 1 else "evaluations."), "",
+              format_minutes_to_walk(walking.seed_minutes_to_walk(seeded)), ""]
+  else:
+    lines += ["No held-out evaluation yet.", ""]
+  return lines
+
+
+def _criteria() -> str:
+  """The walking criteria in words: fall rate at most 5%, ..."""
+  names = {"fall_rate": ("fall rate", "{:.0%}"), "lin_vel_error": ("xy error", "{:g} m/s"),
+           "yaw_rate_error": ("yaw error", "{:g} rad/s")}
+  return ", ".join(f"{names[k][0]} at most {names[k][1].format(v)}" if k in names else
+                   f"{k} at most {v:g}" for k, v in walking.WALKING.items())
+
+
+def _seed_audits(records: Sequence[dict[str, Any]], num_seeds: int) -> list[str]:
+  """The audits of a multi-seed run, seed by seed: reset reasons and divergences."""
+  lines = [f"The flags are judged on the seeds pooled. Seed by seed ({num_seeds} seeds):", ""]
+  resets = flags_lib.seed_reset_shares(list(records))
+  if resets is not None:
+    reasons = list(resets.shares)
+    lines += ["Share of each seed's episode ends per reset reason (the mean over the updates in "
+              "which some of its episodes ended):", "",
+              f"| seed | {' | '.join(reasons)} | updates |",
+              f"|---|{'|'.join(['---'] * len(reasons))}|---|"]
+    for k in range(min(num_seeds, len(resets.updates))):
+      cells = [ledger.fmt(resets.shares[r][k], ".1%") for r in reasons]
+      lines.append(f"| {k} | {' | '.join(cells)} | {resets.updates[k]} |")
+    lines.append("")
+  halts = flags_lib.seed_divergences(list(records), num_seeds)
+  if halts:
+    lines += [f"- {halt}" for halt in halts] + [""]
+  else:
+    lines += ["No seed diverged: every seed trained to the end.", ""]
+  return lines
 
 
 def _sim2sim_section(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -148,7 +306,8 @@ def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
   """Writes `<run_dir>/report.md`: recipe, manifest summary, latest evaluation, the latest
   second-simulator check, plots, the
   videos of `video_update` (default the newest rendered) with their captions, and the audit
-  flags in plain words.
+  flags in plain words. A run of several training seeds (`seed_count` > 1) also gets the Seeds
+  section after the latest evaluation, its audits seed by seed, and the seed its videos show.
 
   Returns:
     The path written.
@@ -167,6 +326,9 @@ def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
   lines += ["## Latest evaluation", "", "```",
             ledger.format_eval_table(evaluation) if evaluation else "no evaluation yet",
             "```", ""]
+  num_seeds = seed_count(records)
+  if num_seeds > 1:
+    lines += _seeds_section(records, num_seeds)
   lines += _sim2sim_section(records)
   lines += ["## Plots", ""]
   for plot in plots:
@@ -192,7 +354,11 @@ def write_report(run_dir: pathlib.Path | str, records: Sequence[dict[str, Any]],
       lines += ["No videos yet: `python -m mjx_walk.report <run> --videos` renders them.", ""]
   else:
     video_update, captions = videos
-    lines += [f"One held-out episode per stratum, policy of update {video_update} "
+    shown = next((r for r in ledger.of_kind(records, "eval")
+                  if r.get("update") == video_update and r.get("video_seed") is not None), None)
+    seed = ("" if shown is None else f", seed {shown['video_seed']}, the best of the "
+            f"{len(shown.get('seeds') or ())} seeds on that evaluation")
+    lines += [f"One held-out episode per stratum, policy of update {video_update}{seed} "
               f"(`{run_folder.VIDEOS}/{video_update}/{videos_lib.CAPTIONS_FILENAME}` has the "
               "details).", ""]
     for stratum, caption in captions.items():
