@@ -23,6 +23,11 @@ RUN_DIR = flags.DEFINE_string(
     "runs/<UTC timestamp>); evaluate, export: the run to read.")
 STEP = flags.DEFINE_integer(
     "step", None, "Checkpoint step (an update number); default the newest intact checkpoint.")
+SEED = flags.DEFINE_string(
+    "seed", None, "evaluate, export, sim2sim: which training seed of a multi-seed run: an index "
+    "0 to S-1, or best (the best seed by the latest held-out evaluation at or before the step: "
+    "policy.best_seed). A single-seed run needs none (0 is accepted). Without it, evaluate "
+    "evaluates every seed of a multi-seed run; export and sim2sim refuse one.")
 
 EXIT_REFUSED = 2
 """Exit status of a refused command (bad input; nothing was written)."""

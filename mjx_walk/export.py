@@ -1,10 +1,13 @@
 """`python -m mjx_walk.export`: exports a saved checkpoint's policy to ONNX and checks it against
 the JAX policy.
 
-  python -m mjx_walk.export --run_dir=runs/<run> [--step=N]
+  python -m mjx_walk.export --run_dir=runs/<run> [--step=N] [--seed=K|best]
 
 Writes `export/<step>/policy.onnx` into the run folder (the model and its metadata:
-`mjx_walk.deploy.onnx_policy`) and `export/<step>/parity.json`. Before writing, it runs a short MJX
+`mjx_walk.deploy.onnx_policy`) and `export/<step>/parity.json`. A run of several training seeds
+needs --seed: the seed's model goes to `export/<step>_seed<k>/`, and its metadata says which seed
+it is; without --seed the command refuses (one `error:` line, exit status 2, nothing written), as
+it refuses a seed that names none of the run. Before writing, it runs a short MJX
 rollout of the run's held-out panel env driven by the policy, feeds its observations to the
 model in onnxruntime at batch sizes 1, 2 and 7, and compares both outputs with the JAX policy's
 clipped action and the targets computed from it; it prints the largest absolute differences.
@@ -32,7 +35,7 @@ def main(argv: list[str]) -> None:
   if not cli.RUN_DIR.value:
     cli.refuse("give the run to export: --run_dir=runs/<run>")
   try:
-    pol = policy_lib.load(cli.RUN_DIR.value, cli.STEP.value)
+    pol = policy_lib.load(cli.RUN_DIR.value, cli.STEP.value, cli.SEED.value)
   except (checkpoint.CheckpointError, ValueError) as error:
     cli.refuse(str(error))
   try:

@@ -1,16 +1,19 @@
 """`python -m mjx_walk.sim2sim`: replays a checkpoint's held-out panel in C MuJoCo and sets the
 table beside MJX's.
 
-  python -m mjx_walk.sim2sim --run_dir=runs/<run> [--step=N] [--policy=onnx|jax]
-                             [--solver=converged|mjx]
+  python -m mjx_walk.sim2sim --run_dir=runs/<run> [--step=N] [--seed=K|best]
+                             [--policy=onnx|jax] [--solver=converged|mjx]
 
+A run of several training seeds needs --seed (the record says which, `seed`); without one, or
+with one that names none of the run, the command refuses before anything is compiled or written.
 The policy runs in the loop through its ONNX export (`--policy=onnx`, the default: the file
-`python -m mjx_walk.export` writes, exported first if the step has none) or through JAX
-(`--policy=jax`). C MuJoCo runs in float64 with a converged Newton solver (`--solver=converged`);
-`--solver=mjx` keeps the robot file's MJX solver settings instead, to tell a gap the solver makes
-from one that precision, contacts or the inclined floor make. The MJX evaluation of the same
-checkpoint runs first. The record goes to `sim2sim/<step>.json` and the run's ledger, and the
-report shows the latest one. `mjx_walk.deploy.sim2sim` says what is the same and what differs.
+`python -m mjx_walk.export` writes for the step and seed, exported first if there is none) or
+through JAX (`--policy=jax`). C MuJoCo runs in float64 with a converged Newton solver
+(`--solver=converged`); `--solver=mjx` keeps the robot file's MJX solver settings instead, to tell
+a gap the solver makes from one that precision, contacts or the inclined floor make. The MJX
+evaluation of the same checkpoint runs first. The record goes to `sim2sim/<step>.json` and the
+run's ledger, and the report shows the latest one. `mjx_walk.deploy.sim2sim` says what is the
+same and what differs.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def _actor(pol: policy_lib.Policy, kind: str) -> sim2sim.Act:
   """The policy C MuJoCo runs: the step's ONNX export (written first if missing) or JAX."""
   if kind == "jax":
     return pol.act
-  path = run_folder.RunFolder(pol.run_dir).export_dir(pol.step) / onnx_policy.FILENAME
+  path = onnx_export.export_dir(pol) / onnx_policy.FILENAME
   if not path.is_file():
     record, _ = onnx_export.export(pol)
     print(f"exported {path}\n{onnx_export.format_parity(record)}")
@@ -51,8 +54,9 @@ def main(argv: list[str]) -> None:
   """Runs the check and prints the table.
 
   Raises:
-    SystemExit: status 2, with the reason on stderr, for a bad flag, a missing run folder or a
-      step without a checkpoint; status 1 when the step's ONNX export fails its parity check.
+    SystemExit: status 2, with the reason on stderr, for a bad flag, a missing run folder, a
+      step without a checkpoint or a seed that names none of the run; status 1 when the step's
+      ONNX export fails its parity check.
       Nothing is written then.
   """
   cli.quiet_library_logs()
@@ -67,8 +71,8 @@ def main(argv: list[str]) -> None:
     cli.refuse(f"--solver={_SOLVER.value!r} is invalid: accepted solvers are "
                f"{', '.join(sim2sim.SOLVERS)}")
   try:
-    pol = policy_lib.load(cli.RUN_DIR.value, cli.STEP.value)
-  except checkpoint.CheckpointError as error:
+    pol = policy_lib.load(cli.RUN_DIR.value, cli.STEP.value, cli.SEED.value)
+  except (checkpoint.CheckpointError, ValueError) as error:
     cli.refuse(str(error))
   try:
     act = _actor(pol, _POLICY.value)

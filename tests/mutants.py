@@ -298,7 +298,7 @@ MUTANTS = (
     Mutant("every_device_first_block", "mjx_walk/learn/sharding.py",
            "  return jax.lax.dynamic_slice_in_dim(x, first_row(rows, axis_name), rows)\n",
            "  return jax.lax.dynamic_slice_in_dim(x, 0, rows)\n", SHARDED_ROWS),
-    Mutant("family_counts_local_index", "mjx_walk/learn/trainer.py",
+    Mutant("family_counts_local_index", "mjx_walk/learn/audit.py",
            "  family = (first_env + samples % num_envs) % num_families  # [M, B]\n",
            "  family = (samples % num_envs) % num_families  # [M, B]\n", SHARDED_ROWS),
     Mutant("replicated_check_off", "mjx_walk/learn/sharding.py",
@@ -398,8 +398,8 @@ MUTANTS = (
            "  except ValueError as error:\n",
            ("tests/test_export.py::RefusalTest::test_a_corrupted_checkpoint",)),
     Mutant("sim2sim_command_corrupted_escapes", "mjx_walk/sim2sim.py",
-           "  except checkpoint.CheckpointError as error:\n    cli.refuse(str(error))\n",
-           "  except ValueError as error:\n    cli.refuse(str(error))\n",
+           "  except (checkpoint.CheckpointError, ValueError) as error:\n",
+           "  except ValueError as error:\n",
            ("tests/test_sim2sim.py::Sim2SimCommandTest::test_refuses_a_corrupted_checkpoint_"
             "writing_nothing",)),
     # Assertions that could not fail before: contact signals swapped or a step late between the
@@ -431,7 +431,7 @@ MUTANTS = (
     Mutant("observations_normalized_regardless", "mjx_walk/learn/trainer.py",
            "  if not parts.config.ppo.normalize_observations:\n", "  if False:\n",
            RAW_OBSERVATIONS),
-    Mutant("families_counted_by_time_step", "mjx_walk/learn/trainer.py",
+    Mutant("families_counted_by_time_step", "mjx_walk/learn/audit.py",
            "  family = (first_env + samples % num_envs) % num_families  # [M, B]\n",
            "  family = (first_env + samples // num_envs) % num_families  # [M, B]\n",
            TWO_CHUNKS),
@@ -442,7 +442,8 @@ MUTANTS = (
     Mutant("std_mean_reads_the_mean", "mjx_walk/learn/trainer.py",
            "traj.policy_obs[0, :1])[1])", "traj.policy_obs[0, :1])[0])", TWO_CHUNKS),
     Mutant("compare_evaluates_this_run", "mjx_walk/evaluation/panel.py",
-           "theirs = policy_lib.load(compare)", "theirs = policy_lib.load(run_dir, step)",
+           "theirs = _chosen_policies(compare, None, None)",
+           "theirs = _chosen_policies(run_dir, step, None)",
            EVALUATE_CHECKPOINT),
     # --- Code paths that had no mutant. ---
     # The curriculum: a failure that does not demote, walking at exactly the demotion fraction
@@ -670,6 +671,12 @@ MUTANTS = (
            "    seed_stats = [jax.tree.map(lambda x, k=k: x[k], stats) for k in range(num_seeds)]\n",
            "    seed_stats = [jax.tree.map(lambda x, k=k: x[:, k], stats) for k in range(num_seeds)]\n",
            SEED_SPREAD),
+    # One seed of a multi-seed run loaded with seed 0's parameters: the chosen seed exported and
+    # evaluated alone as another.
+    Mutant("chosen_seed_reads_seed_zero", "mjx_walk/run/policy.py",
+           "jax.tree.map(lambda leaf: leaf[seed], self.params)",
+           "jax.tree.map(lambda leaf: leaf[0], self.params)",
+           ("tests/test_export.py::SeedExportTest", "tests/test_evaluate.py::SeedCommandTest")),
     # The comparison figure drawing and quoting `flat` whatever --stratum asks for.
     Mutant("compare_runs_ignores_the_stratum", "experiments/compare_runs.py",
            "  stratum = _STRATUM.value\n", "  stratum = \"flat\"\n",

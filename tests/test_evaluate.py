@@ -7,6 +7,7 @@ for several policies, and the command's output and refusals, run in-process
 import json
 import pathlib
 import shutil
+import tempfile
 
 from absl.testing import absltest
 import chex
@@ -385,6 +386,117 @@ class EvaluateCommandTest(absltest.TestCase):
         commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "extra"),
         "unexpected arguments: ['extra']")
 
+  def test_seed_zero_of_a_single_seed_run_is_its_policy_and_another_seed_is_refused(self):
+    saved = json.loads(run_folder.RunFolder(self.run_dir).eval_path(4).read_text())
+    before = commands.folder_digest(self.run_dir)
+    ran = commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "--seed=0")
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    self.assertEqual(ran.out, f"{ledger.format_eval_table(saved)}\n"
+                     f"recorded in {self.run_dir / 'eval' / '4.json'}\n")
+    for bad in ("1", "-1"):
+      self.assert_refused(
+          commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", f"--seed={bad}"),
+          f"seed={bad!r} is invalid for {self.run_dir.resolve()}: accepted are 0, or none (it "
+          "trained one seed)")
+    self.assertEqual(commands.folder_digest(self.run_dir), before)
+
+
+class SeedCommandTest(absltest.TestCase):
+  """`python -m mjx_walk.evaluate` on a copy of the shared 2-seed run (checkpoints 2 and 4, every
+  seed evaluated by the training loop at update 4): every seed in one vmapped pass without
+  --seed, one seed's policy alone with it."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    runs.warm()  # the single-seed panel, which a seed's policy alone runs
+    cls.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="evaluate_seeds_")) / "run"
+    shutil.copytree(runs.warm_seeds(), cls.run_dir)
+    cls.folder = run_folder.RunFolder(cls.run_dir)
+    cls.saved = json.loads(cls.folder.eval_path(4).read_text())
+    cls.ran = {seed: commands.run_main(evaluate_cli.main, f"--run_dir={cls.run_dir}",
+                                       *([f"--seed={seed}"] if seed is not None else []))
+               for seed in (None, 0, 1)}
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.run_dir.parent, ignore_errors=True)
+    super().tearDownClass()
+
+  def assert_refused(self, ran: commands.Ran, message: str) -> None:
+    self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""))
+
+  def test_every_seed_in_one_pass_is_each_seed_evaluated_alone(self):
+    # The vmapped pass over the stacked parameters against each seed's policy loaded and
+    # evaluated on its own: the same figures, seed by seed, and the means over the two. Catches
+    # a pass that evaluates one seed twice, or a --seed that loads another seed.
+    ran = self.ran[None]
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    # The training loop's record of update 4 is the command's: kept, none written beside it.
+    self.assertEqual(ran.out, f"{ledger.format_eval_table(self.saved)}\n"
+                     f"recorded in {self.folder.eval_path(4)}\n")
+    record, other, path = panel.evaluate_checkpoint(str(self.run_dir), None)
+    self.assertEqual((other, path, record["num_seeds"]), (None, self.folder.eval_path(4), 2))
+    self.assertEqual(record["seeds"], self.saved["seeds"])
+    alone = []
+    for k in (0, 1):
+      self.assertEqual((self.ran[k].status, self.ran[k].err), (0, ""))
+      one = json.loads(self.folder.eval_path(4, seed=k).read_text())
+      self.assertEqual(self.ran[k].out, f"{ledger.format_eval_table(one)}\n"
+                       f"recorded in {self.run_dir / 'eval' / f'4_seed{k}.json'}\n")
+      self.assertEqual((one["seed"], one["update"], one["panel_hash"]),
+                       (k, 4, record["panel_hash"]))
+      self.assertNotIn("seeds", one)
+      self.assertEqual(one["strata"], record["seeds"][k])
+      alone.append(one["strata"])
+    self.assertNotEqual(alone[0], alone[1])  # two policies that act otherwise
+    for stratum, figures in record["strata"].items():
+      for name in ("success_rate", "fall_rate", "lin_vel_error", "yaw_rate_error", "return"):
+        self.assertAlmostEqual(figures[name], (alone[0][stratum][name] + alone[1][stratum][name])
+                               / 2, places=12, msg=(stratum, name))
+    self.assertEqual(sorted(p.name for p in self.folder.eval_dir.glob("*.json")),
+                     ["4.json", "4_seed0.json", "4_seed1.json"])
+
+  def test_best_is_the_seed_the_panel_picked(self):
+    ran = commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "--seed=best")
+    best = self.saved["video_seed"]
+    self.assertEqual(best, policy_lib.best_seed(self.saved["seeds"]))
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    self.assertIn(f"; training seed {best}\n", ran.out)
+    self.assertTrue(ran.out.endswith(f"recorded in {self.folder.eval_path(4, seed=best)}\n"))
+    self.assertEqual(json.loads(self.folder.eval_path(4, seed=best).read_text())["strata"],
+                     self.saved["seeds"][best])
+
+  def test_two_multi_seed_policies_are_compared_over_their_seeds(self):
+    # Checkpoint 2 of the same run as the other run: its seeds evaluated here directly.
+    compared = self.run_dir / run_folder.CHECKPOINTS / "2"
+    theirs = policy_lib.load_all(compared)
+    evaluator = panel.make_evaluator(theirs.config, theirs.manifest, theirs.networks)
+    result, _ = evaluator.run_seeds_with_traces(theirs.params)
+    expected = ledger.eval_record(result, update=2, env_steps=2 * theirs.config.batch_size,
+                                  wall_seconds=None)
+    ran = commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}",
+                            f"--compare={compared}")
+    self.assertEqual((ran.status, ran.err), (0, ""))
+    names = (str(self.run_dir), str(compared))
+    self.assertEqual(ran.out, f"{ledger.format_eval_table(self.saved)}\n"
+                     f"recorded in {self.folder.eval_path(4)}\n"
+                     f"{ledger.format_seed_comparison(self.saved, expected, names)}\n")
+
+  def test_seeds_that_name_none_of_the_run_are_refused_writing_nothing(self):
+    run = self.run_dir.resolve()
+    before = commands.folder_digest(self.run_dir)
+    for bad in ("2", "-1", "two"):
+      self.assert_refused(
+          commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", f"--seed={bad}"),
+          f"seed={bad!r} is invalid for {run}: accepted are 0 to 1, or 'best'")
+    # No evaluation at or before update 2 to choose the best seed by.
+    self.assert_refused(
+        commands.run_main(evaluate_cli.main, f"--run_dir={self.run_dir}", "--step=2",
+                          "--seed=best"),
+        f"seed='best': {run} has no held-out evaluation at or before update 2 to choose by; "
+        "give a seed index, 0 to 1")
+    self.assertEqual(commands.folder_digest(self.run_dir), before)
 
 
 class SuccessThresholdsTest(absltest.TestCase):

@@ -19,6 +19,7 @@ import json
 import logging
 import pathlib
 import shutil
+import tempfile
 from unittest import mock
 
 from absl.testing import absltest
@@ -207,7 +208,8 @@ class ExportCommandTest(absltest.TestCase):
     meta = read_metadata(self.model_path)
     self.assertEqual(self.model.metadata, meta)
     self.assertEqual(sorted(meta), sorted([
-        "run_name", "step", "env_steps", "manifest_hash", "joint_names", "default_pose",
+        "run_name", "step", "env_steps", "manifest_hash", "seed", "num_seeds", "joint_names",
+        "default_pose",
         "action_scale", "action_clip", "kp", "kd", "torque_limits", "pd_control", "control_hz",
         "physics_timestep", "gait_hz", "observation_size", "action_size", "observation_layout",
         "normalization_folded", "command_ranges", "versions"]))
@@ -242,6 +244,7 @@ class ExportCommandTest(absltest.TestCase):
     self.assertEqual(
         (meta["run_name"], meta["step"], meta["env_steps"], meta["manifest_hash"]),
         (self.run_dir.name, STEP, STEP * cfg.num_envs * cfg.unroll_length, manifest["hash"]))
+    self.assertEqual((meta["seed"], meta["num_seeds"]), (0, 1))
     self.assertIs(meta["normalization_folded"], cfg.ppo.normalize_observations)
     self.assertEqual(meta["versions"], {
         "mjx_walk": importlib.metadata.version("mjx_walk"), "jax": jax.__version__,
@@ -251,9 +254,11 @@ class ExportCommandTest(absltest.TestCase):
 
   def test_exporting_again_replaces_both_files(self):
     # Catches a second export that appends, refuses, leaves a temporary file behind, or
-    # writes in place (same inode) rather than renaming a finished file into place.
+    # writes in place (same inode) rather than renaming a finished file into place. --seed=0,
+    # which a single-seed run accepts, names the same policy and the same folder.
     before = {name: (self.folder / name).stat().st_ino for name in ("policy.onnx", "parity.json")}
-    ran = commands.run_main(export_cli.main, f"--run_dir={self.run_dir}", f"--step={STEP}")
+    ran = commands.run_main(export_cli.main, f"--run_dir={self.run_dir}", f"--step={STEP}",
+                            "--seed=0")
     self.assertEqual((ran.status, ran.err), (0, ""))
     self.assertEqual(sorted(p.name for p in self.folder.iterdir()),
                      ["parity.json", "policy.onnx"])
@@ -262,6 +267,59 @@ class ExportCommandTest(absltest.TestCase):
     record = json.loads((self.folder / "parity.json").read_text())
     self.assertEqual(record["policy_sha256"],
                      hashlib.sha256(self.model_path.read_bytes()).hexdigest())
+
+
+class SeedExportTest(absltest.TestCase):
+  """The command on a copy of the shared 2-seed run (checkpoints 2 and 4, evaluated at 4): one
+  seed's policy exported, into a folder of its own."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="export_seeds_")) / "run"
+    shutil.copytree(runs.warm_seeds(), cls.run_dir)
+    cls.ran = commands.run_main(export_cli.main, f"--run_dir={cls.run_dir}", "--seed=1")
+    cls.folder = run_folder.RunFolder(cls.run_dir).export_dir(4, seed=1)
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.run_dir.parent, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_the_model_is_the_chosen_seeds_policy(self):
+    # Catches an export of another seed than the chosen one (seed 0, the first of the stack),
+    # and a model whose metadata does not say which seed it is.
+    self.assertEqual((self.ran.status, self.ran.err), (0, ""))
+    self.assertEqual(self.folder, self.run_dir / "export" / "4_seed1")
+    self.assertEqual(sorted(p.name for p in (self.run_dir / "export").iterdir()), ["4_seed1"])
+    record = json.loads((self.folder / onnx_export.PARITY).read_text())
+    self.assertEqual(self.ran.out, f"{onnx_export.format_parity(record)}\n"
+                     f"wrote {self.folder / 'policy.onnx'}\n"
+                     f"wrote {self.folder / onnx_export.PARITY}\n")
+    meta = read_metadata(self.folder / "policy.onnx")
+    self.assertEqual((meta["step"], meta["seed"], meta["num_seeds"]), (4, 1, 2))
+    model = onnx_policy.OnnxPolicy(self.folder / "policy.onnx")
+    seeds = [policy_lib.load(self.run_dir, seed=k) for k in (0, 1)]
+    obs = rollout().reshape(-1, rollout().shape[-1])  # [210, O] observations of a real rollout
+    action_diff, targets_diff = max_diffs(model, seeds[1], obs, 7)
+    self.assertLessEqual(max(action_diff, targets_diff), TOLERANCE)
+    other_action, _ = max_diffs(model, seeds[0], obs, 7)
+    self.assertGreater(other_action, 1e-3)
+
+  def test_a_seed_that_names_none_of_the_run_is_refused_writing_nothing(self):
+    run = self.run_dir.resolve()
+    before = commands.folder_digest(self.run_dir)
+    refusals = {
+        (): f"{run} trained 2 seeds; give the seed to use: 0 to 1, or 'best'",
+        ("--seed=2",): f"seed='2' is invalid for {run}: accepted are 0 to 1, or 'best'",
+        ("--seed=one",): f"seed='one' is invalid for {run}: accepted are 0 to 1, or 'best'",
+        ("--step=2", "--seed=best"): f"seed='best': {run} has no held-out evaluation at or "
+                                     "before update 2 to choose by; give a seed index, 0 to 1",
+    }
+    for args, message in refusals.items():
+      ran = commands.run_main(export_cli.main, f"--run_dir={self.run_dir}", *args)
+      self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""), args)
+    self.assertEqual(commands.folder_digest(self.run_dir), before)
 
 
 class ActionClipTest(absltest.TestCase):

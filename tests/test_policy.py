@@ -1,6 +1,7 @@
-"""Tests for mjx_walk.run.policy: `mean_action`, the one definition of how a policy acts, and a
-policy module that loads without the trainer (loading a policy from a checkpoint is tested in
-tests/test_checkpoint.py, the panel that acts with it in tests/test_evaluate.py).
+"""Tests for mjx_walk.run.policy: `mean_action`, the one definition of how a policy acts, a
+policy module that loads without the trainer, and every seed's policies loaded at once
+(`load_all`; loading a policy from a checkpoint is tested in tests/test_checkpoint.py, choosing a
+seed in tests/test_seeds.py, the panel that acts with it in tests/test_evaluate.py).
 
 The reference normalises with NumPy, written here from the normalizer's formula, and applies the
 actor's module directly.
@@ -19,6 +20,8 @@ import numpy as np
 from mjx_walk.learn import networks
 from mjx_walk.learn import normalizer
 from mjx_walk.run import policy as policy_lib
+
+import runs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 OBS, CRITIC_OBS, ACTIONS = 7, 5, 3
@@ -89,6 +92,30 @@ class ImportTest(absltest.TestCase):
                    "mjx_walk.analysis"):
       self.assertNotIn(f"'{module}", loaded)
     self.assertIn("'mjx_walk.run.policy'", loaded)
+
+
+class LoadAllTest(absltest.TestCase):
+
+  def test_every_seeds_parameters_stacked_in_seed_order(self):
+    # The shared 2-seed run: seed k of the stack is what `load` gives for seed k, and its
+    # policy is that seed's. Catches seeds stacked out of order or one seed read twice.
+    run_dir = runs.warm_seeds()
+    every = policy_lib.load_all(run_dir, 4)
+    self.assertEqual((every.num_seeds, every.step, every.run_dir), (2, 4, run_dir.resolve()))
+    for k in (0, 1):
+      alone = policy_lib.load(run_dir, 4, seed=k)
+      chex.assert_trees_all_equal(jax.tree.map(lambda x, k=k: x[k], every.params), alone.params)
+      chex.assert_trees_all_equal(every.policy(k).params, alone.params)
+      self.assertEqual((every.policy(k).seed, every.policy(k).named_seed), (k, k))
+    self.assertTrue(any(not np.array_equal(leaf[0], leaf[1])
+                        for leaf in jax.tree.leaves(every.params.actor)))  # two policies
+
+  def test_a_single_seed_run_has_a_stack_of_one(self):
+    run_dir = runs.warm()
+    every = policy_lib.load_all(run_dir)
+    alone = policy_lib.load(run_dir)
+    self.assertEqual((every.num_seeds, alone.seed, alone.named_seed), (1, 0, None))
+    chex.assert_trees_all_equal(every.params, jax.tree.map(lambda x: x[None], alone.params))
 
 
 if __name__ == "__main__":

@@ -104,6 +104,23 @@ class EvalRecordTest(absltest.TestCase):
     self.assertEqual(json.loads(second.read_text())["strata"], changed["strata"])
     self.assertEqual(sorted(p.name for p in folder.eval_dir.iterdir()), ["4.2.json", "4.json"])
 
+  def test_one_seeds_records_go_beside_the_runs(self):
+    # A seed's evaluation with the same figures as the record of every seed is still its own
+    # file, and a sim2sim check of another seed with the same figures is not taken for the first.
+    folder = run_folder.RunFolder(pathlib.Path(self.create_tempdir().full_path))
+    record = {"kind": "eval", "update": 4, "panel_hash": "p", "strata": {"flat": {}}}
+    self.assertEqual(folder.write_eval(record), folder.eval_path(4))
+    self.assertEqual(folder.write_eval(dict(record, seed=1)), folder.root / "eval" / "4_seed1.json")
+    self.assertEqual(folder.eval_path(4, seed=1), folder.root / "eval" / "4_seed1.json")
+    self.assertEqual(folder.export_dir(4, seed=1), folder.root / "export" / "4_seed1")
+    self.assertEqual(folder.export_dir(4), folder.root / "export" / "4")
+    check = {"kind": "sim2sim", "update": 4, "panel_hash": "p", "policy": "jax", "seed": 0,
+             "strata": {}, "mjx": {}}
+    self.assertEqual(folder.write_sim2sim(check), folder.sim2sim_dir / "4.json")
+    self.assertEqual(folder.write_sim2sim(dict(check, seed=1)), folder.sim2sim_dir / "4.2.json")
+    self.assertEqual(folder.write_sim2sim(dict(check, wall_seconds=2.0)),
+                     folder.sim2sim_dir / "4.json")
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -315,14 +315,15 @@ class FamiliesPerSeedTest(absltest.TestCase):
     manifest = families.make_manifest(config)
     per = config.families.num_train_families
     self.assertLen(manifest.train_families, 3 * per)
-    self.assertEqual(manifest.family_sets, 3)
     self.assertEqual(manifest.ranges["seed_families"], {"sets": 3, "families_per_set": per})
+    draws = seeds_lib.env_families(config, manifest)  # leaves [S, N]
+    envs = np.arange(config.num_envs)
     for k in range(3):
       alone = families.make_manifest(configs.tiny(1, seed=config.seed + k))
       self.assertEqual(manifest.train_families[k * per:(k + 1) * per], alone.train_families)
-      params = manifest.train_params(k)
-      np.testing.assert_array_equal(params.index, k * per + np.arange(per))
-      np.testing.assert_array_equal(params.friction, alone.train_params().friction)
+      np.testing.assert_array_equal(draws.index[k], k * per + envs % per)
+      np.testing.assert_array_equal(draws.friction[k],
+                                    np.asarray(alone.train_params().friction)[envs % per])
     # Shared families leave the manifest as it was before seeds existed.
     shared = families.make_manifest(configs.tiny(1, num_seeds=3))
     self.assertEqual(shared.hash, families.make_manifest(configs.tiny(1)).hash)

@@ -657,5 +657,51 @@ class Sim2SimCommandTest(absltest.TestCase):
       self.assertEqual(commands.folder_digest(run_dir), before)
 
 
+class Sim2SimSeedTest(absltest.TestCase):
+  """The command on a copy of the shared 2-seed run (checkpoints 2 and 4, evaluated at 4), with
+  one seed's JAX policy in the loop and MJX's solver settings."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    runs.warm()  # the single-seed panel, which the MJX side runs
+    cls.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="sim2sim_seeds_")) / "run"
+    shutil.copytree(runs.warm_seeds(), cls.run_dir)
+    cls.evaluated = json.loads(run_folder.RunFolder(cls.run_dir).eval_path(4).read_text())
+    cls.ran = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}", "--seed=1",
+                                "--policy=jax", "--solver=mjx")
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.run_dir.parent, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_the_record_names_the_seed_that_ran(self):
+    # The MJX side is seed 1's evaluation alone, which is seed 1's figures of the training
+    # loop's pass over both seeds. Catches another seed replayed, or a record without its seed.
+    self.assertEqual((self.ran.status, self.ran.err), (0, ""))
+    saved = json.loads((run_folder.RunFolder(self.run_dir).sim2sim_dir / "4.json").read_text())
+    self.assertEqual((saved["kind"], saved["update"], saved["seed"], saved["policy"]),
+                     ("sim2sim", 4, 1, "jax"))
+    self.assertEqual(ledger.of_kind(ledger.read_run(self.run_dir), "sim2sim"), [saved])
+    self.assertEqual(saved["mjx"], self.evaluated["seeds"][1])
+    self.assertNotEqual(saved["mjx"], self.evaluated["seeds"][0])
+    for stratum, c in saved["strata"].items():
+      self.assertEqual(c["reset"], saved["mjx"][stratum]["reset"], stratum)
+    self.assertIn(ledger.format_sim2sim(saved), self.ran.out)
+    self.assertIn("jax policy of seed 1 in C MuJoCo", self.ran.out)
+
+  def test_a_seed_that_names_none_of_the_run_is_refused_writing_nothing(self):
+    run = self.run_dir.resolve()
+    before = commands.folder_digest(self.run_dir)
+    for args, message in (
+        ((), f"{run} trained 2 seeds; give the seed to use: 0 to 1, or 'best'"),
+        (("--seed=2", "--policy=jax"),
+         f"seed='2' is invalid for {run}: accepted are 0 to 1, or 'best'")):
+      ran = commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", *args)
+      self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""), args)
+    self.assertEqual(commands.folder_digest(self.run_dir), before)
+
+
 if __name__ == "__main__":
   absltest.main()

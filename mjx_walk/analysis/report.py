@@ -381,8 +381,10 @@ class Built:
   traces: pathlib.Path | None
 
 
-def evaluate_with_traces(pol: policy_lib.Policy) -> tuple[dict[str, Any], pathlib.Path]:
-  """Evaluates a loaded checkpoint's policy on its run's own panel and saves its traces.
+def evaluate_with_traces(pol: policy_lib.Policy | policy_lib.SeedPolicies
+                         ) -> tuple[dict[str, Any], pathlib.Path]:
+  """Evaluates a loaded checkpoint's policy (or every seed's) on its run's own panel and saves
+  its traces (with several seeds, the best seed's).
 
   Returns:
     (the eval record, not written to the ledger; the traces file,
@@ -426,7 +428,9 @@ def build(run_dir: pathlib.Path | str, videos: bool = False, step: int | None = 
       update = saved[-1]
     else:
       # An unknown step, or a checkpoint that fails verification, is refused before any work.
-      pol = policy_lib.load(run_dir, step)
+      # Every seed of a multi-seed run, in one pass; the traces are its `video_seed`'s.
+      pol = (policy_lib.load(run_dir, step) if config.num_seeds == 1 else
+             policy_lib.load_all(run_dir, step))
       log(f"evaluating checkpoint {pol.step} with traces...")
       record, _ = evaluate_with_traces(pol)
       update = record["update"]

@@ -6,7 +6,8 @@ by the policy, feeds its observations to the model in onnxruntime at batch sizes
 compares both outputs with the JAX policy's clipped action and the targets computed from it. A
 model that differs by more than `PARITY_TOLERANCE` raises `ParityError` and nothing is written;
 otherwise `export/<step>/policy.onnx` and `export/<step>/parity.json` are written, each in one
-rename (exporting a step again replaces both). `python -m mjx_walk.export` and
+rename (exporting a step again replaces both); for seed k of a multi-seed run, into
+`export/<step>_seed<k>/` (`export_dir`). `python -m mjx_walk.export` and
 `python -m mjx_walk.sim2sim` (for a step not exported yet) call it.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pathlib
 from typing import Any
 
 import jax
@@ -38,6 +40,12 @@ PARITY = "parity.json"
 
 class ParityError(Exception):
   """The exported model does not compute what the JAX policy computes."""
+
+
+def export_dir(pol: policy_lib.Policy) -> pathlib.Path:
+  """The folder the export of `pol` goes to: `export/<step>/`, or `export/<step>_seed<k>/` for
+  seed k of a multi-seed run."""
+  return run_folder.RunFolder(pol.run_dir).export_dir(pol.step, pol.named_seed)
 
 
 def rollout_observations(pol: policy_lib.Policy, num_envs: int, steps: int) -> np.ndarray:
@@ -133,7 +141,7 @@ def export(pol: policy_lib.Policy) -> tuple[dict[str, Any], list[str]]:
       "tolerance": PARITY_TOLERANCE,
       "max_abs_diff": diffs,
   }
-  folder = run_folder.RunFolder(pol.run_dir).export_dir(pol.step)
+  folder = export_dir(pol)
   model_path = onnx_policy.write_atomically(folder / onnx_policy.FILENAME, data)
   parity_path = onnx_policy.write_atomically(folder / PARITY,
                                              (json.dumps(record, indent=1) + "\n").encode())

@@ -111,6 +111,8 @@ def metadata(pol: policy_lib.Policy, env: env_lib.LocomotionEnv) -> dict[str, An
     {key: JSON-serialisable value}:
       run_name, step, env_steps, manifest_hash: where the model came from (the run folder's
         name, the checkpoint's update step and env steps, the run manifest's content hash);
+      seed, num_seeds: which of the run's training seeds the policy is (0 of 1 for a
+        single-seed run);
       joint_names: the actuated joints in actuator order (the order of every [A] vector);
       default_pose: the standing pose, rad [A]; action_scale: rad of target per unit action;
       action_clip: the bound on the action;
@@ -134,6 +136,8 @@ def metadata(pol: policy_lib.Policy, env: env_lib.LocomotionEnv) -> dict[str, An
       "step": pol.step,
       "env_steps": progress["env_steps"],
       "manifest_hash": pol.manifest.hash,
+      "seed": pol.seed,
+      "num_seeds": pol.config.num_seeds,
       "joint_names": list(robot.joint_names),
       "default_pose": robot.default_pose.tolist(),
       "action_scale": spec.action_scale,

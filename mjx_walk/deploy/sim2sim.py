@@ -526,10 +526,12 @@ def gaps(mjx_strata: dict[str, Any], c_strata: dict[str, Any]) -> dict[str, Any]
 def record(pol: policy_lib.Policy, policy_kind: str, mjx_record: dict[str, Any],
            c_summary: dict[str, Any], simulator: dict[str, Any], seconds: float
            ) -> dict[str, Any]:
-  """The `kind="sim2sim"` ledger record of one check."""
+  """The `kind="sim2sim"` ledger record of one check; of one seed of a multi-seed run, with its
+  `seed`."""
+  seed = {} if pol.named_seed is None else {"seed": pol.named_seed}
   return {
       "kind": "sim2sim", "update": pol.step, "env_steps": pol.step * pol.config.batch_size,
-      "policy": policy_kind, "simulator": simulator, "panel_hash": c_summary["panel_hash"],
+      "policy": policy_kind, **seed, "simulator": simulator, "panel_hash": c_summary["panel_hash"],
       "wall_seconds": seconds, "targets": TARGETS, "mjx": mjx_record["strata"],
       "strata": c_summary["strata"], "gap": gaps(mjx_record["strata"], c_summary["strata"]),
   }

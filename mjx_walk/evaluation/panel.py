@@ -307,20 +307,25 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
   return {"panel_hash": manifest.panel_hash, "strata": result}
 
 
-def evaluate_policy(pol: policy_lib.Policy, config: config_lib.TrainConfig,
-                    manifest: families.Manifest, evaluator: Evaluator | None = None
+def evaluate_policy(pol: policy_lib.Policy | policy_lib.SeedPolicies,
+                    config: config_lib.TrainConfig, manifest: families.Manifest,
+                    evaluator: Evaluator | None = None
                     ) -> tuple[dict[str, Any], EpisodeTraces]:
-  """Evaluates a loaded policy on a panel.
+  """Evaluates a loaded policy, or every seed's policy of a checkpoint, on a panel.
 
   Args:
-    pol: the policy; it acts as it was trained (its own networks and its own
-      `ppo.normalize_observations`).
+    pol: the policy (`policy.load`), or every training seed's (`policy.load_all`), evaluated in
+      one pass (`Evaluator.run_seeds_with_traces`); it acts as it was trained (its own networks
+      and its own `ppo.normalize_observations`).
     config, manifest: define the panel and its env (not necessarily the policy's own run).
     evaluator: reused when given (one compile for several policies with the same networks and
       the same normalization).
 
   Returns:
-    (the eval record at the policy's step, not written anywhere; one traced episode per stratum).
+    (the eval record at the policy's step, not written anywhere; one traced episode per stratum,
+    of the record's `video_seed` for every seed's). The record of one seed of a multi-seed run
+    says which (`seed`); that of every seed's has `num_seeds`, `seeds`, `spread` and
+    `video_seed`.
 
   Raises:
     ValueError: the policy observes something other than the panel's env gives, or `evaluator`
@@ -339,30 +344,41 @@ def evaluate_policy(pol: policy_lib.Policy, config: config_lib.TrainConfig,
     raise ValueError(
         f"{pol.run_dir} observes {pol.observation_spec.shape}, but the panel's env gives "
         f"{spec.shape}; the policy cannot be evaluated on this panel")
-  summary, traces = evaluator.run_with_traces(pol.params)
+  if isinstance(pol, policy_lib.SeedPolicies):
+    summary, traces = evaluator.run_seeds_with_traces(pol.params)
+  else:
+    summary, traces = evaluator.run_with_traces(pol.params)
+    if pol.named_seed is not None:
+      summary = {"seed": pol.named_seed, **summary}
   record = ledger.eval_record(summary, update=pol.step,
                               env_steps=pol.step * pol.config.batch_size, wall_seconds=None)
   return record, traces
 
 
-def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = None
+def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = None,
+                        seed: int | str | None = None
                         ) -> tuple[dict[str, Any], dict[str, Any] | None, Any]:
   """Evaluates a run's checkpoint (and optionally another run's policy) on the run's panel.
 
-  Everything the evaluation needs is checked first: both policies are loaded and verified, and
-  the other one must observe what this panel's env gives. Only then is anything evaluated or
-  written.
+  Which policies: with `seed` (`policy.choose_seed`: an index or `best`), that seed's; without,
+  the run's one policy, or every seed's of a multi-seed run in one pass. The other run's
+  (`compare`, its newest checkpoint) is its one policy, or every seed's of a multi-seed run.
+
+  Everything the evaluation needs is checked first: both policies are loaded and verified, the
+  seed must name one of the run, and the other one must observe what this panel's env gives.
+  Only then is anything evaluated or written.
 
   Returns:
     (the run's eval record, the other run's eval record or None, the path of the first in
-    <run_dir>/eval/: `RunFolder.write_eval` keeps a record already saved for that step).
+    <run_dir>/eval/: `RunFolder.write_eval` keeps a record already saved for that step, and
+    writes one seed's of a multi-seed run apart, as eval/<step>_seed<k>.json).
 
   Raises:
     checkpoint.CheckpointError: either checkpoint is missing or fails verification.
-    ValueError: the other run's policy observes another size than this panel's env gives.
-    Nothing is evaluated or written then.
+    ValueError: `seed` names no seed of the run, or the other run's policy observes another
+      size than this panel's env gives. Nothing is evaluated or written then.
   """
-  mine = policy_lib.load(run_dir, step)
+  mine = _chosen_policies(run_dir, step, seed)
   evaluator = make_evaluator(mine.config, mine.manifest, mine.networks)  # nothing compiles yet
   theirs = _compared_policy(compare, evaluator) if compare else None
   record, _ = evaluate_policy(mine, mine.config, mine.manifest, evaluator)
@@ -374,15 +390,27 @@ def evaluate_checkpoint(run_dir: str, step: int | None, compare: str | None = No
   return record, other, path
 
 
-def _compared_policy(compare: str, evaluator: Evaluator) -> policy_lib.Policy:
-  """The policy of `--compare`, loaded, verified, and checked to observe what the panel gives.
+def _chosen_policies(path: str, step: int | None, seed: int | str | None
+                     ) -> policy_lib.Policy | policy_lib.SeedPolicies:
+  """`seed`'s policy (`policy.load`); without a seed, the run's one policy, or every seed's of a
+  multi-seed run (`policy.load_all`)."""
+  if seed is not None:
+    return policy_lib.load(path, step, seed)
+  everything = policy_lib.load_all(path, step)
+  return everything if everything.num_seeds > 1 else everything.policy(0)
+
+
+def _compared_policy(compare: str, evaluator: Evaluator
+                     ) -> policy_lib.Policy | policy_lib.SeedPolicies:
+  """The policy of `--compare` (every seed's of a multi-seed run), loaded, verified, and checked
+  to observe what the panel gives.
 
   Raises:
     checkpoint.CheckpointError: it has no checkpoint, or its newest fails verification.
     ValueError: its observation is another size than the panel env's.
   """
   try:
-    theirs = policy_lib.load(compare)
+    theirs = _chosen_policies(compare, None, None)
   except checkpoint.CheckpointError as error:
     raise checkpoint.CheckpointError(f"--compare={compare}: {error}") from None
   spec = evaluator.env.observation_spec()["policy"]
@@ -394,7 +422,7 @@ def _compared_policy(compare: str, evaluator: Evaluator) -> policy_lib.Policy:
   return theirs
 
 
-def _acts_as(evaluator: Evaluator, pol: policy_lib.Policy) -> bool:
+def _acts_as(evaluator: Evaluator, pol: policy_lib.Policy | policy_lib.SeedPolicies) -> bool:
   """Whether `evaluator` runs `pol` as it was trained: same networks, same normalization."""
   return (evaluator.networks == pol.networks and evaluator.config.ppo.normalize_observations
           == pol.config.ppo.normalize_observations)

@@ -36,9 +36,16 @@ def env_families(config: config_lib.TrainConfig, manifest: families.Manifest
                  ) -> families.FamilyParams:
   """Each env's training family draw: env i of seed k gets family i % F of seed k's set, leaves
   [N, ...] ([S, N, ...] with several seeds)."""
-  draws = [families.for_envs(manifest.train_params(k), config.num_envs)
-           for k in range(config.num_seeds)]
-  return draws[0] if config.num_seeds == 1 else jax.tree.map(lambda *x: jnp.stack(x), *draws)
+  if config.num_seeds == 1 or not config.families_per_seed:
+    one = families.for_envs(manifest.train_params(), config.num_envs)
+    return one if config.num_seeds == 1 else jax.tree.map(
+        lambda x: jnp.stack([x] * config.num_seeds), one)
+  per = config.families.num_train_families
+  sets = [families.stack_params(manifest.train_families[k * per:(k + 1) * per], manifest.terrain)
+          for k in range(config.num_seeds)]
+  draws = [families.for_envs(one.replace(index=one.index + k * per), config.num_envs)
+           for k, one in enumerate(sets)]  # `index` stays the manifest's: k F + i
+  return jax.tree.map(lambda *x: jnp.stack(x), *draws)
 
 
 def map_init(init: Callable[[Any], Any], num_seeds: int) -> Callable[[Any], Any]:

@@ -17,7 +17,7 @@ One JSON object per line, each with a `kind`:
           went non-finite, which ones did, and the checkpoint to resume from;
   sim2sim one per second-simulator check of a checkpoint (`python -m mjx_walk.sim2sim`): the
           panel's per-stratum table in C MuJoCo beside MJX's, the gap per stratum, the solver
-          settings and the policy that ran (ONNX or JAX).
+          settings and the policy that ran (ONNX or JAX; in a multi-seed run, its `seed`).
 
 `mjx_walk.run.provenance` builds the recipe record of a training run and `mjx_walk.learn.records`
 its update records; `python -m mjx_walk.ledger` prints a ledger. This module imports only the
@@ -218,12 +218,17 @@ def format_recipe(recipe_record: dict[str, Any]) -> str:
 
 def _format_devices(r: dict[str, Any]) -> str:
   """e.g. "4 x cpu (cpu), 128 envs each" or "16 x H200 (gpu) in 2 processes of 8, 512 envs
-  each"; a recipe written before runs spanned devices has only the count and kind."""
+  each" (with seeds, "; 4 seeds (0, 1, 2, 3) over 4 rows of 1"); a recipe written before runs
+  spanned devices has only the count and kind."""
   text = f"{r['device_count']} x {r['device_kind']} ({r['platform']})"
   if r.get("process_count", 1) > 1:
     text += f" in {r['process_count']} processes of {r['devices_per_process']}"
   if "envs_per_device" in r:
     text += f", {r['envs_per_device']} envs each"
+  if r.get("num_seeds", 1) > 1:
+    text += (f"; {r['num_seeds']} seeds ({', '.join(map(str, r['seeds']))}) over "
+             f"{r['seed_rows']} rows of {r['devices_per_seed']}"
+             + (", each on its own families" if r.get("families_per_seed") else ""))
   return text
 
 
@@ -248,6 +253,8 @@ def format_eval_table(record: dict[str, Any]) -> str:
   w = _name_width(record["strata"])
   header = (f"evaluation at update {record['update']} ({record['env_steps']:,} env steps), "
             f"panel {record.get('panel_hash')}")
+  if record.get("seed") is not None:
+    header += f"; training seed {record['seed']}"
   spreads = record.get("spread")
   if spreads is not None:
     header += (f"; {record.get('num_seeds', len(record.get('seeds', ())))} seeds: envs per seed, "
@@ -371,6 +378,11 @@ _SIM2SIM_COLUMNS = (("success", "success_rate", ".1%", "+.1%"), ("fall", "fall_r
                     ("yaw err", "yaw_rate_error", ".3f", "+.3f"))
 
 
+def _of_seed(record: dict[str, Any]) -> str:
+  """The words ` of seed k` for a record of one seed of a multi-seed run, else nothing."""
+  return "" if record.get("seed") is None else f" of seed {record['seed']}"
+
+
 def format_sim2sim(record: dict[str, Any]) -> str:
   """A second-simulator check: per stratum and figure, MJX, C MuJoCo and the gap (C - MJX), then
   whether the stratum is within the targets, and the C MuJoCo reset reasons."""
@@ -378,8 +390,9 @@ def format_sim2sim(record: dict[str, Any]) -> str:
   w = _name_width(record["strata"])
   targets = ", ".join(f"|{key}| <= {limit:g}" for key, limit in record["targets"].items())
   lines = [f"second simulator at update {record['update']} ({record['env_steps']:,} env steps): "
-           f"{record['policy']} policy in {sim['engine']}, {sim['precision']}, {sim['solver']} "
-           f"solver ({sim['settings']}: up to {sim['iterations']} iterations, tolerance "
+           f"{record['policy']} policy{_of_seed(record)} in {sim['engine']}, "
+           f"{sim['precision']}, {sim['solver']} solver ({sim['settings']}: up to "
+           f"{sim['iterations']} iterations, tolerance "
            f"{sim['tolerance']:g}), {sim['integrator']} at {sim['physics_timestep']:g} s, "
            f"{sim['slope']}; {record['wall_seconds']:.0f} s",
            f"m = MJX, c = C MuJoCo, d = c - m; targets: {targets}",

@@ -5,9 +5,11 @@ and the one definition of what a policy does with an observation.
   pol = policy.load("runs/<run>/checkpoints/1200")    # one checkpoint
   pol = policy.load("runs/<run>", seed="best")        # one seed of a multi-seed run
   action = pol.act(obs["policy"])                     # jitted, [..., O] -> [..., A]
+  every = policy.load_all("runs/<run>")               # every seed's, params [S, ...]
 
 A run of several training seeds holds every seed's policy; `load` takes one, by index or `best`
-(`choose_seed` says how), and a multi-seed run without a seed is refused.
+(`choose_seed` says how), and a multi-seed run without a seed is refused. `load_all` reads every
+seed's at once (`SeedPolicies`), for evaluating them in one pass; `SeedPolicies.policy` is one.
 
 Only the checkpoint's `policy` item (actor parameters and observation normalizer) and its config
 are read, and verified against the checksums saved with them; no trainer, optimizer or env batch
@@ -95,10 +97,43 @@ class Policy:
   seed: int = 0
   """Which training seed of the run this is (0 for a single-seed run)."""
 
+  @property
+  def named_seed(self) -> int | None:
+    """The seed as the files and records of one policy name it: `seed` in a run of several
+    training seeds, None in a single-seed run (whose files and records name no seed)."""
+    return self.seed if self.config.num_seeds > 1 else None
+
   def act(self, policy_obs: jax.Array) -> jax.Array:
     """Jitted `mean_action`: float32 [..., O] policy observations -> float32 [..., A]."""
     return _jitted_mean_action(self.networks, self.config.ppo.normalize_observations,
                                self.params, policy_obs)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedPolicies:
+  """Every training seed's policy of one checkpoint, read at once (`load_all`): the fields of
+  `Policy`, with each leaf of `params` stacked over the seeds."""
+
+  params: PolicyParams
+  """Every seed's parameters, leaves [S, ...] with S = `config.num_seeds` (1 for a single-seed
+  run); seed k's at [k]."""
+  observation_spec: jax.ShapeDtypeStruct
+  networks: networks.ActorCritic
+  config: config_lib.TrainConfig
+  manifest: families.Manifest
+  step: int
+  run_dir: pathlib.Path
+
+  @property
+  def num_seeds(self) -> int:
+    return self.config.num_seeds
+
+  def policy(self, seed: int) -> Policy:
+    """Seed `seed`'s policy (an index 0 to S - 1; `choose_seed` turns `best` into one)."""
+    return Policy(params=jax.tree.map(lambda leaf: leaf[seed], self.params),
+                  observation_spec=self.observation_spec, networks=self.networks,
+                  config=self.config, manifest=self.manifest, step=self.step,
+                  run_dir=self.run_dir, seed=seed)
 
 
 def resolve(path: pathlib.Path | str, step: int | None = None) -> tuple[pathlib.Path, int]:
@@ -189,11 +224,27 @@ def load(path: pathlib.Path | str, step: int | None = None,
 
   Raises:
     checkpoint.CheckpointError: the path holds no such checkpoint, or it fails verification.
-    ValueError: `seed` does not name a seed of the run.
+    ValueError: `seed` does not name a seed of the run; raised before any array is read.
   """
   run_dir, step = resolve(path, step)
   config, manifest, _, contents = checkpoint.read_json_items(run_dir, step)
   index = choose_seed(run_dir, config, step, seed)
+  return _restore(run_dir, step, config, manifest, contents).policy(index)
+
+
+def load_all(path: pathlib.Path | str, step: int | None = None) -> SeedPolicies:
+  """Loads every training seed's policy of a run folder or a checkpoint folder, in one read.
+
+  Args and raises as `load` (no seed to choose).
+  """
+  run_dir, step = resolve(path, step)
+  config, manifest, _, contents = checkpoint.read_json_items(run_dir, step)
+  return _restore(run_dir, step, config, manifest, contents)
+
+
+def _restore(run_dir: pathlib.Path, step: int, config: config_lib.TrainConfig,
+             manifest: families.Manifest, contents: dict[str, Any]) -> SeedPolicies:
+  """Restores and verifies the checkpoint's `policy` item, every seed's, with its networks."""
   env = env_lib.LocomotionEnv(config)  # static tables only; nothing is reset or compiled
   obs_spec = env.observation_spec()
   nets = networks.from_config(config, env.action_size, env.scan_start)
@@ -206,8 +257,9 @@ def load(path: pathlib.Path | str, step: int | None = None,
     abstract = jax.tree.map(
         lambda leaf: jax.ShapeDtypeStruct((config.num_seeds,) + leaf.shape, leaf.dtype), abstract)
   restored = checkpoint.restore_policy(run_dir, abstract, step, contents)
-  if config.num_seeds > 1:
-    restored = jax.tree.map(lambda leaf: leaf[index], restored)
-  return Policy(params=PolicyParams(actor=restored["actor"], normalizer=restored["normalizer"]),
-                observation_spec=obs_spec["policy"], networks=nets, config=config,
-                manifest=manifest, step=step, run_dir=run_dir, seed=index)
+  if config.num_seeds == 1:  # saved without the seed axis
+    restored = jax.tree.map(lambda leaf: leaf[None], restored)
+  return SeedPolicies(params=PolicyParams(actor=restored["actor"],
+                                          normalizer=restored["normalizer"]),
+                      observation_spec=obs_spec["policy"], networks=nets, config=config,
+                      manifest=manifest, step=step, run_dir=run_dir)

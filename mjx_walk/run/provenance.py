@@ -71,7 +71,7 @@ def recipe(config: config_lib.TrainConfig, manifest: families.Manifest,
   samples = config.num_envs * config.unroll_length
   control_hz = config.env.control_hz
   devices = sharding.for_seeds(devices or sharding.make(), config.num_seeds)
-  num_train_families = len(manifest.train_families) // manifest.family_sets  # one seed's
+  num_train_families = config.families.num_train_families  # each seed's
   commit, dirty = _git_state()
   record = {
       "kind": "recipe",

@@ -8,12 +8,14 @@ evaluation records.
     ledger.dropped.jsonl        records a resume rewound past, moved out of the ledger
     checkpoints/<update>/       Orbax checkpoints (`mjx_walk.run.checkpoint`)
     checkpoints_unreadable/     checkpoints a resume fell back past, moved aside, never deleted
-    eval/<update>.json          each held-out evaluation record
+    eval/<update>.json          each held-out evaluation record (every seed's, in a multi-seed run)
+    eval/<update>_seed<k>.json  one seed's evaluation of a multi-seed run (`evaluate --seed=k`)
     eval/<update>_traces.npz    one traced episode per stratum of an evaluation
     sim2sim/<update>.json       each second-simulator check (`python -m mjx_walk.sim2sim`)
     traces/<update>_<i>.npz     early-end traces of the batch audits
     export/<update>/            the ONNX export of a checkpoint (`mjx_walk.deploy.onnx_policy`):
                                 policy.onnx and parity.json (re-exporting replaces both)
+    export/<update>_seed<k>/    the same of seed k of a multi-seed run
     plots/  videos/<update>/  report.md
 
 A run owns its folder. `RunFolder.create` refuses a folder that already holds anything, before
@@ -131,9 +133,10 @@ class RunFolder:
   def videos_dir(self, update: int | None = None) -> pathlib.Path:
     return self.root / VIDEOS if update is None else self.root / VIDEOS / str(update)
 
-  def export_dir(self, update: int) -> pathlib.Path:
-    """Where the ONNX export of checkpoint `update` goes: `export/<update>/`."""
-    return self.root / EXPORT / str(update)
+  def export_dir(self, update: int, seed: int | None = None) -> pathlib.Path:
+    """Where the ONNX export of checkpoint `update` goes: `export/<update>/`, or for seed k of a
+    multi-seed run (`Policy.named_seed`) `export/<update>_seed<k>/`."""
+    return self.root / EXPORT / _stem(update, seed)
 
   # CREATING AND OPENING
 
@@ -214,35 +217,44 @@ class RunFolder:
       raise FileNotFoundError(f"no manifest at {self.manifest_path}")
     return families.Manifest.from_json(self.manifest_path.read_text())
 
-  def eval_path(self, update: int) -> pathlib.Path:
-    return self.eval_dir / f"{update}.json"
+  def eval_path(self, update: int, seed: int | None = None) -> pathlib.Path:
+    return self.eval_dir / f"{_stem(update, seed)}.json"
 
   def write_eval(self, record: dict[str, Any]) -> pathlib.Path:
-    """Writes an evaluation record to `eval/<update>.json`; returns the path.
+    """Writes an evaluation record to `eval/<update>.json`; returns the path. The record of one
+    seed of a multi-seed run (with `seed`) goes to `eval/<update>_seed<k>.json` instead, so
+    that the record of every seed keeps its name.
 
     An evaluation already recorded for the update is never replaced: the same result (same
     panel, same numbers) keeps the existing file, and a different one is written beside it as
-    `eval/<update>.<n>.json`.
+    `eval/<update>.<n>.json` (`<update>_seed<k>.<n>.json`).
     """
-    return _write_record(self.eval_dir, record, ("panel_hash", "strata"))
+    return _write_record(self.eval_dir, record, ("panel_hash", "strata"),
+                         _stem(record["update"], record.get("seed")))
 
   def write_sim2sim(self, record: dict[str, Any]) -> pathlib.Path:
     """Writes a second-simulator record to `sim2sim/<update>.json`, never replacing one: as
     `write_eval`, a different result (another policy kind, other numbers) goes beside it."""
-    return _write_record(self.sim2sim_dir, record, ("panel_hash", "policy", "strata", "mjx"))
+    return _write_record(self.sim2sim_dir, record,
+                         ("panel_hash", "policy", "seed", "strata", "mjx"), str(record["update"]))
 
 
-def _write_record(directory: pathlib.Path, record: dict[str, Any], identity: tuple[str, ...]
-                  ) -> pathlib.Path:
-  """Writes `record` to `<directory>/<update>.json`, or keeps the file already there when it
-  has the same `identity` fields, or writes it as `<update>.<n>.json` beside a different one."""
+def _stem(update: int, seed: int | None) -> str:
+  """A file name's stem: `<update>`, or `<update>_seed<k>` for seed k of a multi-seed run."""
+  return str(update) if seed is None else f"{update}_seed{seed}"
+
+
+def _write_record(directory: pathlib.Path, record: dict[str, Any], identity: tuple[str, ...],
+                  stem: str) -> pathlib.Path:
+  """Writes `record` to `<directory>/<stem>.json`, or keeps the file already there when it
+  has the same `identity` fields, or writes it as `<stem>.<n>.json` beside a different one."""
   directory.mkdir(parents=True, exist_ok=True)
   update = record["update"]
   text = json.dumps(record, indent=1)
   reloaded = json.loads(text)  # as a reload reads it
   result = tuple(reloaded.get(key) for key in identity)
   for n in range(1, 1000):
-    path = directory / (f"{update}.json" if n == 1 else f"{update}.{n}.json")
+    path = directory / (f"{stem}.json" if n == 1 else f"{stem}.{n}.json")
     if path.exists():
       saved = json.loads(path.read_text())
       if tuple(saved.get(key) for key in identity) == result:

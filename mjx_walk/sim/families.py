@@ -51,7 +51,6 @@ TRAIN_SEED_SPACE = (0, 2**31)
 EVAL_SEED_SPACE = (2**31, 2**32)
 STANDARD_GRAVITY = 9.81
 
-
 TERRAIN_FIELDS = ("terrain_type", "terrain_seed", "terrain_magnitude")
 """The `Family` fields of a family on a heightfield."""
 
@@ -345,19 +344,13 @@ def _distinct_seeds(seed: int | Sequence[int], space: tuple[int, int], count: in
 
 def train_seeds(config: config_lib.TrainConfig) -> list[int]:
   """The training family seeds: explicit ones from the config, else derived from the run seed;
-  with `families_per_seed`, every training seed's in turn (seed k's derived from seed + k)."""
+  with `families_per_seed`, each training seed's in turn (seed k's derived from seed + k)."""
   if config.families.train_family_seeds:
     return [int(s) for s in config.families.train_family_seeds]
+  sets = config.num_seeds if config.families_per_seed else 1
   # The trailing constant separates this stream from any other use of the run seed.
-  return [s for k in range(seed_family_sets(config))
-          for s in _distinct_seeds([config.seed + k, 0x7EA1], TRAIN_SEED_SPACE,
-                                   config.families.num_train_families)]
-
-
-def seed_family_sets(config: config_lib.TrainConfig) -> int:
-  """How many sets of training families the manifest holds: one per training seed with
-  `families_per_seed`, else one that every seed shares."""
-  return config.num_seeds if config.families_per_seed else 1
+  return [s for k in range(sets) for s in _distinct_seeds(
+      [config.seed + k, 0x7EA1], TRAIN_SEED_SPACE, config.families.num_train_families)]
 
 
 def eval_seeds(config: config_lib.TrainConfig) -> list[int]:
@@ -366,18 +359,14 @@ def eval_seeds(config: config_lib.TrainConfig) -> list[int]:
 
 
 def check_disjoint(train: Sequence[int], evaluation: Sequence[int], what: str = "seeds") -> None:
-  """Refuses a run whose training and evaluation families share a seed (or a terrain seed),
-  with a `LeakageError` naming every shared seed."""
+  """Refuses training and evaluation families sharing a (terrain) seed: `LeakageError`."""
   shared = sorted(set(train) & set(evaluation))
-  if shared and what != "seeds":
-    raise LeakageError(
-        f"training and evaluation families share {what} {shared}: a held-out family would stand "
-        f"on ground that was trained on. Draw the panel from another panel.seed.")
   if shared:
-    raise LeakageError(
-        f"training and evaluation families share seeds {shared}: a held-out family would be "
-        f"trained on. Use training seeds outside the evaluation panel (training seeds are drawn "
-        f"from [0, 2**31), evaluation seeds from [2**31, 2**32)).")
+    raise LeakageError(f"training and evaluation families share {what} {shared}: " + (
+        "a held-out family would be trained on. Use training seeds outside the evaluation panel "
+        "(training seeds are drawn from [0, 2**31), evaluation seeds from [2**31, 2**32))."
+        if what == "seeds" else "a held-out family would stand on ground that was trained on. "
+        "Draw the panel from another panel.seed."))
 
 
 # THE MANIFEST
@@ -387,12 +376,11 @@ def _ranges(config: config_lib.TrainConfig) -> dict[str, Any]:
   panel = dataclasses.asdict(config.panel)
   del panel["every_chunks"]  # when to evaluate does not change what the panel is
   ranges = {"train": dataclasses.asdict(config.families),
-            "train_episode_seconds": config.env.episode_seconds,
-            "eval": panel}
+            "train_episode_seconds": config.env.episode_seconds, "eval": panel}
   if config.terrain.heightfield:
     ranges["terrain"] = dataclasses.asdict(config.terrain)
-  if seed_family_sets(config) > 1:  # absent when the seeds share one set, as before seeds
-    ranges["seed_families"] = {"sets": seed_family_sets(config),
+  if config.families_per_seed and config.num_seeds > 1:  # absent when seeds share one set
+    ranges["seed_families"] = {"sets": config.num_seeds,
                                "families_per_set": config.families.num_train_families}
   return json.loads(json.dumps(ranges))  # tuples become lists, exactly as a reload sees them
 
@@ -410,7 +398,8 @@ class Manifest:
   eval_families: tuple[Family, ...]
   """In stratum-major order: families_per_stratum families of each stratum in turn."""
   ranges: dict[str, Any]
-  """The config sections the draws came from: `train` (families), `eval` (panel)."""
+  """The config sections the draws came from: `train` (families), `eval` (panel), and with a
+  set per training seed `seed_families` (how many; seed k's are [k F, (k + 1) F))."""
 
   def __post_init__(self):
     check_disjoint([f.seed for f in self.train_families], [f.seed for f in self.eval_families])
@@ -481,21 +470,9 @@ class Manifest:
     return config_lib.TerrainConfig(
         **{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
-  @property
-  def family_sets(self) -> int:
-    """Sets of training families: one per training seed of a run with `families_per_seed`
-    (seed k's are families [k F, (k + 1) F)), else 1."""
-    return self.ranges.get("seed_families", {}).get("sets", 1)
-
-  def train_params(self, seed: int | None = None) -> FamilyParams:
-    """The training families as arrays, leading axis [F] (every one of them, by manifest index,
-    when `seed` is None); with a family set per seed, `seed`'s set (its `index` still the
-    manifest's: k F + i)."""
-    if self.family_sets == 1 or seed is None:
-      return stack_params(self.train_families, self.terrain)
-    per = len(self.train_families) // self.family_sets
-    params = stack_params(self.train_families[seed * per:(seed + 1) * per], self.terrain)
-    return params.replace(index=params.index + seed * per)
+  def train_params(self) -> FamilyParams:
+    """The training families as arrays, leading axis [F] (with a set per seed, all S F)."""
+    return stack_params(self.train_families, self.terrain)
 
   def eval_params(self) -> FamilyParams:
     """The evaluation families as arrays, leading axis [E]."""
