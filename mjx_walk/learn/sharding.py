@@ -124,7 +124,8 @@ class Devices:
     if self.processes > 1:
       text += f" ({self.processes} processes x {self.per_process})"
     if self.seeded:
-      text += f", seeds over {self.seed_rows} rows of {self.env_count}"
+      rows = "1 row" if self.seed_rows == 1 else f"{self.seed_rows} rows"
+      text += f", seeds over {rows} of {self.env_count}"
     return text
 
   def place(self, tree: Any, shardings: Any) -> Any:

@@ -226,8 +226,9 @@ def _format_devices(r: dict[str, Any]) -> str:
   if "envs_per_device" in r:
     text += f", {r['envs_per_device']} envs each"
   if r.get("num_seeds", 1) > 1:
-    text += (f"; {r['num_seeds']} seeds ({', '.join(map(str, r['seeds']))}) over "
-             f"{r['seed_rows']} rows of {r['devices_per_seed']}"
+    rows = "1 row" if r["seed_rows"] == 1 else f"{r['seed_rows']} rows"
+    text += (f"; {r['num_seeds']} seeds ({', '.join(map(str, r['seeds']))}) over {rows} of "
+             f"{r['devices_per_seed']}"
              + (", each on its own families" if r.get("families_per_seed") else ""))
   return text
 
