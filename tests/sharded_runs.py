@@ -15,6 +15,8 @@ On meshes of 2 and 4 of the 4 CPU devices, with the tiny test config, it writes 
                        D devices (2: the same count, 4: resharded)
   seeds_<S>.npz        S training seeds on the 4 devices after one chunk (S = 4: a seed per
                        device; S = 2: 2 rows of 2 devices), with the mesh in seeds.json
+  seeds_restored.npz   the 2-seed carry saved there (seeds_saved/) and restored onto 2
+                       devices (2 rows of 1); seeds_restored_chunk.npz one chunk after it
   resharded/           the same step-2 checkpoint resumed by the training command's resume on
                        4 devices; what it printed is in resharded.txt, the carry it placed in
                        resharded_carry.npz
@@ -116,6 +118,20 @@ def main(out: pathlib.Path) -> None:
                          "differing": sharding.differing_copies(carry.train)}
     np.savez(out / f"seeds_{num_seeds}.npz", **flat(carry),
              **{f"metric/{k}": np.asarray(v) for k, v in jax.device_get(metrics).items()})
+    if num_seeds == 2:  # saved from 2 rows of 2 devices, restored onto 2 rows of 1
+      run_folder.RunFolder.create(out / "seeds_saved", trainer.config, trainer.manifest)
+      saver = checkpoint.Checkpointer(out / "seeds_saved", trainer.config, trainer.manifest)
+      saver.save(carry, wall_seconds=0.0, devices=4)
+      saver.close()
+      two = trainer_lib.make_trainer(trainer.config, devices=sharding.make(jax.devices()[:2]))
+      abstract = jax.eval_shape(two.init, seeds_lib.initial_keys(two.config))
+      restored = checkpoint.restore(out / "seeds_saved", abstract, two.config, two.manifest)
+      placed = two.devices.place(restored.carry, two.carry_shardings)
+      meshes["restored"] = {"shape": dict(two.devices.mesh.shape),
+                            "differing": sharding.differing_copies(placed.train)}
+      np.savez(out / "seeds_restored.npz", **flat(placed))
+      placed, _ = two.train_chunk(placed)
+      np.savez(out / "seeds_restored_chunk.npz", **flat(placed))
   (out / "seeds.json").write_text(json.dumps(meshes))
 
   # The same checkpoint resumed on 4 devices by the training command's resume, which says so.

@@ -379,6 +379,20 @@ class DevicesTest(absltest.TestCase):
         self.assertTrue(all(np.all(np.isfinite(v)) for k, v in there.items()
                             if k.startswith(".train.params")))
 
+  def test_a_seeded_checkpoint_restores_onto_another_device_count(self):
+    # Saved from 2 seeds on 2 rows of 2 devices, placed on 2 rows of 1: every leaf as saved,
+    # each seed's copies alike, and it trains on.
+    _load("init_2")
+    meshes = json.loads((_JOBS["work"] / "devices" / "seeds.json").read_text())
+    self.assertEqual(meshes["restored"], {"shape": {"seeds": 2, "envs": 1}, "differing": []})
+    saved, restored = _load("seeds_2"), _load("seeds_restored")
+    chex.assert_trees_all_equal(restored, {k: v for k, v in saved.items()
+                                           if not k.startswith("metric/")})
+    after = _load("seeds_restored_chunk")
+    np.testing.assert_array_equal(after[".train.update_step"], saved[".train.update_step"] + 2)
+    self.assertTrue(all(np.all(np.isfinite(v)) for k, v in after.items()
+                        if k.startswith(".train.params")))
+
   def test_the_train_state_is_the_same_on_every_device(self):
     _load("init_2")
     replicas = json.loads((_JOBS["work"] / "devices" / "replicas.json").read_text())
