@@ -43,6 +43,10 @@ and two single-seed chunks are timed in the same rounds:
 The physics-only and policy rollouts (mjx_sps, physics_sps, rollout_sps) are then not timed.
 
   python experiments/measurements/bench_throughput.py --num_envs=512 --num_seeds=4
+  python experiments/measurements/bench_throughput.py --num_envs=8 --num_seeds=4 \
+      --config.families.num_train_families=8
+
+--config is the training CLI's: a config file, and --config.<field> overrides of any field.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from absl import flags
 import jax
 
 from mjx_walk import config as config_lib
+from mjx_walk import train  # its flag --config: a file, plus --config.<field> overrides
 from mjx_walk.learn import seeds as seeds_lib
 from mjx_walk.learn import throughput
 from mjx_walk.learn import trainer as trainer_lib
@@ -66,13 +71,12 @@ _NUM_ENVS = flags.DEFINE_integer("num_envs", 1024, "Parallel envs.")
 _UNROLL = flags.DEFINE_integer("unroll_length", 24, "Control steps per rollout.")
 _UPDATES = flags.DEFINE_integer("updates_per_chunk", 2, "PPO updates per timed training chunk.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed rounds; the median is reported.")
-_CONFIG = flags.DEFINE_string("config", None, "Optional config file; defaults to the CPU default.")
 _SEEDS = flags.DEFINE_integer("num_seeds", 1, "Training seeds of --num_envs envs each.")
 
 
 def main(argv):
   del argv
-  cfg = config_lib.load_file(_CONFIG.value) if _CONFIG.value else config_lib.default()
+  cfg = flags.FLAGS.config  # the CPU default unless --config names a file
   cfg.num_envs, cfg.unroll_length = _NUM_ENVS.value, _UNROLL.value
   cfg.updates_per_chunk = _UPDATES.value
   cfg.num_seeds = _SEEDS.value
