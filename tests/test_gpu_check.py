@@ -294,8 +294,8 @@ class RecipeTest(absltest.TestCase):
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     out = json.loads(done.stdout.splitlines()[-1])
     strata = len(config_lib.ALL_STRATA)
-    self.assertEqual(out["GPU"], ["heightfield", True, 187, 8192, 1024, strata * 8 * 4, [64, 16]])
-    self.assertEqual(out["TINY"], ["heightfield", True, 187, 16, 4, strata, [64, 16]])
+    self.assertEqual(out["GPU"], ["heightfield", True, 117, 8192, 1024, strata * 8 * 4, [32, 16]])
+    self.assertEqual(out["TINY"], ["heightfield", True, 117, 16, 4, strata, [32, 16]])
     self.assertEqual(out["run_dir"], "work/runs/go2_rough_gpu")
 
 
