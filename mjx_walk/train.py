@@ -130,6 +130,12 @@ def _start_processes() -> None:
     cli.refuse(f"could not join the multi-process run: {error}")
 
 
+def config_flag() -> config_lib.TrainConfig:
+  """The config --config gives (the CPU default, a file's get_config(), plus each
+  --config.<field> override), for the scripts that share the flag."""
+  return _CONFIG.value
+
+
 def apply_scale_flag(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
   """`config` scaled to --scale_num_envs by `scaling.scale`, printing each field it changed;
   `config` itself without the flag. Shared with experiments/measurements/learn_benchmark.py.

@@ -76,7 +76,7 @@ _SEEDS = flags.DEFINE_integer("num_seeds", 1, "Training seeds of --num_envs envs
 
 def main(argv):
   del argv
-  cfg = flags.FLAGS.config  # the CPU default unless --config names a file
+  cfg = train.config_flag()
   cfg.num_envs, cfg.unroll_length = _NUM_ENVS.value, _UNROLL.value
   cfg.updates_per_chunk = _UPDATES.value
   cfg.num_seeds = _SEEDS.value

@@ -59,7 +59,7 @@ def main(argv: list[str]) -> None:
   del argv
   cli.quiet_library_logs()
   try:
-    config = walking.for_wall_clock(train.apply_scale_flag(flags.FLAGS.config))
+    config = walking.for_wall_clock(train.apply_scale_flag(train.config_flag()))
   except ValueError as error:
     cli.refuse(str(error))
   run_dir = runner.run(config, cli.RUN_DIR.value, wall_budget_seconds=60 * _BUDGET.value,

@@ -51,9 +51,8 @@ from mjx_walk.evaluation import walking
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 
-# Imported for the training command's flags alone: --config is the base config here, --resume and
-# --scale_num_envs are refused.
-del train
+# The training command's flags: --config is the base config here (`train.config_flag`), --resume
+# and --scale_num_envs are refused.
 
 _NUM_ENVS = flags.DEFINE_list("num_envs", ["256", "512", "1024", "2048"],
                               "Env counts to train, comma-separated.")
@@ -131,7 +130,7 @@ def main(argv: list[str]) -> None:
     if flags.FLAGS[name].present:
       cli.refuse(f"--{name} is not a sweep flag: the runs go in --out_dir, one per --num_envs "
                  "count, each scaled by the rule (or --naive)")
-  base = flags.FLAGS.config
+  base = train.config_flag()
   budget, eval_every = _BUDGET.value, _EVAL_EVERY.value
   counts = _counts(_NUM_ENVS.value)
   try:
