@@ -3,6 +3,8 @@ plane and on a flat heightfield, against values written out here. The env's own 
 terrain are checked in test_env.py and test_terrain.py, and against C MuJoCo in test_sim2sim.py.
 """
 
+import types
+
 from absl.testing import absltest
 import jax
 import jax.numpy as jnp
@@ -71,6 +73,29 @@ class PlaneTest(absltest.TestCase):
                                               jnp.asarray(dist))), want, (pairs, dist))
 
 
+  def test_which_body_geoms_touch_from_a_contact_list(self):
+    # floor_touches names the geoms, in body_geoms order: a thigh (the second body geom) under
+    # the floor in either order of the pair, the trunk not; their any() is touches_floor's.
+    floor = self.geometry.floor_geom
+    body = np.asarray(self.geometry.body_geoms)
+    foot = int(np.asarray(self.geometry.foot_geoms)[0])
+    cases = [
+        ([[floor, body[1]]], [-0.001], [1]),
+        ([[body[1], floor], [floor, body[0]]], [-0.001, 0.002], [1]),
+        ([[floor, body[0]], [body[4], floor]], [-0.001, -0.01], [0, 4]),
+        ([[floor, foot], [floor, body[2]]], [-0.01, 0.001], []),
+    ]
+    for pairs, dist, touching in cases:
+      pairs, dist = np.array(pairs, np.int32), np.array(dist, np.float32)
+      want = np.isin(np.arange(len(body)), touching)
+      np.testing.assert_array_equal(ground.floor_touches(self.geometry, pairs, dist, xp=np),
+                                    want, err_msg=str(pairs))
+      np.testing.assert_array_equal(ground.floor_touches(
+          self.geometry, jnp.asarray(pairs), jnp.asarray(dist)), want, err_msg=str(pairs))
+      self.assertIs(bool(ground.touches_floor(self.geometry, pairs, dist, xp=np)),
+                    bool(want.any()))
+
+
 class HeightfieldTest(absltest.TestCase):
 
   @classmethod
@@ -113,6 +138,26 @@ class HeightfieldTest(absltest.TestCase):
       points[:, 2] = 1.0  # every point far above
       points[0, 2] = 0.2 + radius[0] + gap  # but the first, `gap` beyond its radius
       self.assertIs(bool(touch(points)), want, gap)
+
+  def test_which_body_geoms_touch_the_heightfield(self):
+    # Every geom at rest far above the 20 cm ground, then one thigh lowered until its lowest
+    # probe point is 1 mm inside its radius: that thigh alone touches, the trunk does not.
+    ngeom = self.robot.mj_model.ngeom
+    body = np.asarray(self.geometry.body_geoms)
+    xpos = _pose(self.geometry, ngeom, 1.0)
+    xmat = np.tile(np.eye(3, dtype=np.float32), (ngeom, 1, 1))
+    field = jnp.asarray(self.field)
+    touches = jax.jit(lambda xpos, xmat: ground.body_touches(
+        self.geometry, field, types.SimpleNamespace(geom_xpos=xpos, geom_xmat=xmat)))
+    np.testing.assert_array_equal(touches(xpos, xmat), np.zeros(len(body), bool))
+    thigh = body[2]
+    mine = np.asarray(self.geometry.probe_geoms) == thigh
+    lowest = np.asarray(self.geometry.probe_points)[mine, 2].min()
+    radius = np.asarray(self.geometry.probe_radius)[mine].max()
+    xpos[thigh, 2] = 0.2 + radius - lowest - 0.001
+    np.testing.assert_array_equal(touches(xpos, xmat), body == thigh)
+    self.assertTrue(bool(ground.body_contact(
+        self.geometry, field, types.SimpleNamespace(geom_xpos=xpos, geom_xmat=xmat))))
 
 
 if __name__ == "__main__":

@@ -124,6 +124,15 @@ def touches_floor(geometry: Geometry, pairs: Any, dist: Any, xp: Any = jnp) -> A
   return (mine & (dist < 0.0)).any()
 
 
+def floor_touches(geometry: Geometry, pairs: Any, dist: Any, xp: Any = jnp) -> Any:
+  """bool [K]: which body geoms (`Geometry.body_geoms`, in order) penetrate the floor plane,
+  from a contact list as `touches_floor` reads it (whose answer is their any())."""
+  floor, geoms = geometry.floor_geom, xp.asarray(geometry.body_geoms)
+  mine = (((pairs[:, 0:1] == floor) & (pairs[:, 1:2] == geoms)) |
+          ((pairs[:, 1:2] == floor) & (pairs[:, 0:1] == geoms)))  # [C, K]
+  return (mine & (dist[:, None] < 0.0)).any(axis=0)
+
+
 def probe_points(geometry: Geometry, geom_xpos: jax.Array, geom_xmat: jax.Array) -> jax.Array:
   """float32 [P, 3]: the body-contact probe points in the frame of the geom positions
   [ngeom, 3] and orientations [ngeom, 3, 3] given (heightfield only)."""
@@ -144,6 +153,17 @@ def body_contact(geometry: Geometry, field: jax.Array | None, data: Any) -> jax.
     contact = data._impl.contact  # pylint: disable=protected-access
     return touches_floor(geometry, contact.geom, contact.dist)
   return probes_touch(geometry, field, probe_points(geometry, data.geom_xpos, data.geom_xmat))
+
+
+def body_touches(geometry: Geometry, field: jax.Array | None, data: Any) -> jax.Array:
+  """bool [K]: which body geoms (`Geometry.body_geoms`, in order: the trunk, then the thighs)
+  touch the ground in `data`, by `body_contact`'s rules; `body_contact` is their any()."""
+  if field is None:
+    contact = data._impl.contact  # pylint: disable=protected-access
+    return floor_touches(geometry, contact.geom, contact.dist)
+  points = probe_points(geometry, data.geom_xpos, data.geom_xmat)  # [P, 3]
+  touch = terrain_lib.clearance(field, geometry.grid, points, geometry.probe_radius) < 0.0  # [P]
+  return (touch[:, None] & (geometry.probe_geoms[:, None] == geometry.body_geoms)).any(axis=0)
 
 
 def _body_probes(model: mujoco.MjModel, geom_ids: Any
