@@ -579,6 +579,16 @@ MUTANTS = (
     Mutant("foot_clearance_from_the_centre", "mjx_walk/sim/ground.py",
            "    return geom_xpos[geometry.foot_geoms, 2] - geometry.foot_radius\n",
            "    return geom_xpos[geometry.foot_geoms, 2]\n", ("tests/test_ground.py",)),
+    # Which body touched: a probe counted for every geom whose id is at least its own, or a
+    # contact pair's second geom compared with the floor twice.
+    Mutant("body_touches_misgrouped", "mjx_walk/sim/ground.py",
+           "(geometry.probe_geoms[:, None] == geometry.body_geoms)).any(axis=0)\n",
+           "(geometry.probe_geoms[:, None] >= geometry.body_geoms)).any(axis=0)\n",
+           ("tests/test_ground.py",)),
+    Mutant("floor_touches_one_order_only", "mjx_walk/sim/ground.py",
+           "          ((pairs[:, 1:2] == floor) & (pairs[:, 0:1] == geoms)))  # [C, K]\n",
+           "          ((pairs[:, 1:2] == floor) & (pairs[:, 1:2] == geoms)))  # [C, K]\n",
+           ("tests/test_ground.py",)),
     Mutant("termination_penalty_dropped", "mjx_walk/sim/rewards.py",
            "  return shaped + scaled.get(\"termination\", 0.0), scaled\n",
            "  return shaped, scaled\n", ("tests/test_rewards.py::StepRewardTest",)),
