@@ -72,7 +72,6 @@ class PlaneTest(absltest.TestCase):
       self.assertIs(bool(ground.touches_floor(self.geometry, jnp.asarray(pairs),
                                               jnp.asarray(dist))), want, (pairs, dist))
 
-
   def test_which_body_geoms_touch_from_a_contact_list(self):
     # floor_touches names the geoms, in body_geoms order: a thigh (the second body geom) under
     # the floor in either order of the pair, the trunk not; their any() is touches_floor's.

@@ -100,8 +100,9 @@ class ScanEncoder(nn.Module):
   The scan's S values are taken out of the observation, passed through Dense layers of
   `branch.sizes` (each followed by the activation, orthogonal init with gain sqrt(2)), and
   their output is appended to the rest of the observation, which the network's MLP then reads.
-  With S = 117 or 187 points against the Go2 recipe's 50 other inputs, the plain MLP's first layer
-  sees the scan as most of its input; the branch compresses it to `sizes[-1]` features first.
+  With S = 117 or 187 points against the Go2 recipe's 50 other inputs, the plain MLP's first
+  layer sees the scan as most of its input; the branch compresses it to `sizes[-1]` features
+  first.
 
   Attributes:
     branch: the scan's place and the layer widths.

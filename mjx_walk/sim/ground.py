@@ -156,8 +156,9 @@ def body_contact(geometry: Geometry, field: jax.Array | None, data: Any) -> jax.
 
 
 def body_touches(geometry: Geometry, field: jax.Array | None, data: Any) -> jax.Array:
-  """bool [K]: which body geoms (`Geometry.body_geoms`, in order: the trunk, then the thighs)
-  touch the ground in `data`, by `body_contact`'s rules; `body_contact` is their any()."""
+  """bool [K]: which body geoms (`Geometry.body_geoms`, in order; on the Go2 the trunk, then the
+  four thighs) touch the ground in `data`, by `body_contact`'s rules, whose answer is their
+  any()."""
   if field is None:
     contact = data._impl.contact  # pylint: disable=protected-access
     return floor_touches(geometry, contact.geom, contact.dist)
