@@ -118,15 +118,12 @@ def touches_floor(geometry: Geometry, pairs: Any, dist: Any, xp: Any = jnp) -> A
   """Whether a body geom penetrates the floor plane, from a contact list: `pairs` [C, 2] geom
   ids, `dist` [C] signed distances. `xp` is jax.numpy (MJX's fixed-size contact list, whose
   pairs are picked out by id on every call) or NumPy (C MuJoCo's `data.contact`)."""
-  floor, geoms = geometry.floor_geom, xp.asarray(geometry.body_geoms)
-  mine = ((pairs[:, 0] == floor) & xp.isin(pairs[:, 1], geoms)) | (
-      (pairs[:, 1] == floor) & xp.isin(pairs[:, 0], geoms))  # [C]
-  return (mine & (dist < 0.0)).any()
+  return floor_touches(geometry, pairs, dist, xp).any()
 
 
 def floor_touches(geometry: Geometry, pairs: Any, dist: Any, xp: Any = jnp) -> Any:
   """bool [K]: which body geoms (`Geometry.body_geoms`, in order) penetrate the floor plane,
-  from a contact list as `touches_floor` reads it (whose answer is their any())."""
+  from a contact list as `touches_floor` reads it."""
   floor, geoms = geometry.floor_geom, xp.asarray(geometry.body_geoms)
   mine = (((pairs[:, 0:1] == floor) & (pairs[:, 1:2] == geoms)) |
           ((pairs[:, 1:2] == floor) & (pairs[:, 0:1] == geoms)))  # [C, K]
@@ -142,8 +139,12 @@ def probe_points(geometry: Geometry, geom_xpos: jax.Array, geom_xmat: jax.Array)
 
 def probes_touch(geometry: Geometry, field: jax.Array, points: jax.Array) -> jax.Array:
   """bool []: a probe point [P, 3] is within its radius of the heightfield's surface."""
-  return (terrain_lib.clearance(field, geometry.grid, points, geometry.probe_radius)
-          < 0.0).any()
+  return probe_touches(geometry, field, points).any()
+
+
+def probe_touches(geometry: Geometry, field: jax.Array, points: jax.Array) -> jax.Array:
+  """bool [P]: which probe points [P, 3] are within their radius of the heightfield's surface."""
+  return terrain_lib.clearance(field, geometry.grid, points, geometry.probe_radius) < 0.0
 
 
 def body_contact(geometry: Geometry, field: jax.Array | None, data: Any) -> jax.Array:
@@ -162,8 +163,7 @@ def body_touches(geometry: Geometry, field: jax.Array | None, data: Any) -> jax.
   if field is None:
     contact = data._impl.contact  # pylint: disable=protected-access
     return floor_touches(geometry, contact.geom, contact.dist)
-  points = probe_points(geometry, data.geom_xpos, data.geom_xmat)  # [P, 3]
-  touch = terrain_lib.clearance(field, geometry.grid, points, geometry.probe_radius) < 0.0  # [P]
+  touch = probe_touches(geometry, field, probe_points(geometry, data.geom_xpos, data.geom_xmat))
   return (touch[:, None] & (geometry.probe_geoms[:, None] == geometry.body_geoms)).any(axis=0)
 
 
