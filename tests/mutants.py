@@ -555,7 +555,14 @@ MUTANTS = (
            "      floor_normal[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))\n",
            "      floor_normal[2] < np.cos(env.fall_tilt_degrees))\n", ENDINGS),
     Mutant("body_contact_never_ends", "mjx_walk/sim/endings.py",
-           "  if not env.terminate_on_body_contact:\n", "  if True:\n", ENDINGS),
+           "    ending = ending & env.terminate_on_body_contact\n", "    ending = ending & False\n",
+           ENDINGS),
+    Mutant("limb_contact_always_ends", "mjx_walk/sim/endings.py",
+           "    ending = (~np.asarray(limb_contact)) | env.limb_contact_ends\n",
+           "    ending = (~np.asarray(limb_contact)) | True\n", ENDINGS),
+    Mutant("trunk_contact_counted_a_limb", "mjx_walk/sim/endings.py",
+           "    ending = (~np.asarray(limb_contact)) | env.limb_contact_ends\n",
+           "    ending = np.asarray(limb_contact) & env.limb_contact_ends\n", ENDINGS),
     Mutant("joint_limit_margin_outside", "mjx_walk/sim/endings.py",
            "                (joint_pos > rules.joint_upper - margin)).any()\n",
            "                (joint_pos > rules.joint_upper + margin)).any()\n", ENDINGS),
@@ -571,8 +578,8 @@ MUTANTS = (
            "       ResetReason.BODY_CONTACT, ResetReason.JOINT_LIMIT],\n", ENDINGS),
     # The env's wiring of its measurements into the rules: body contact never reaches them.
     Mutant("env_body_contact_not_judged", "mjx_walk/sim/env.py",
-           "                                measured.readings.joint_pos, measured.body_contact, finite,\n",
-           "                                measured.readings.joint_pos, jnp.zeros((), bool), finite,\n",
+           "                                measured.readings.joint_pos, measured.body_touches, finite,\n",
+           "                                measured.readings.joint_pos, jnp.zeros(5, bool), finite,\n",
            ENV_TERMINATION),
     # The ground and the reward table on their own: a foot's clearance measured from its
     # centre, the termination penalty dropped from the total, terms not scaled by the period.

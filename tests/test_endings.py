@@ -13,6 +13,8 @@ from mjx_walk.sim import endings
 
 R = endings.ResetReason
 LEVEL = np.array([0.0, 0.0, 1.0], np.float32)  # the floor's normal in the frame of an upright trunk
+LIMBS = np.array([False, True, True, True, True])  # the Go2's body geoms: the trunk, four thighs
+TRUNK = ~LIMBS
 
 
 _JUDGES = {}
@@ -23,7 +25,8 @@ instead of one per primitive per call."""
 def _rules(**changes) -> endings.Rules:
   env = config_lib.EnvConfig(fall_height=0.18, fall_tilt_degrees=60.0, episode_seconds=1.0,
                              control_hz=50.0, joint_limit_margin=0.02, **changes)
-  return endings.Rules.of(env, np.full(12, -1.0, np.float32), np.full(12, 1.0, np.float32))
+  return endings.Rules.of(env, np.full(12, -1.0, np.float32), np.full(12, 1.0, np.float32),
+                          LIMBS)
 
 
 def _judge(**changes):
@@ -43,10 +46,12 @@ def _joints(index: int, angle: float) -> np.ndarray:
 
 def _reason(changes=None, height=0.3, normal=LEVEL, joints=None, body=False, finite=True,
             step=0):
+  """`body`: which body geoms touch, bool [5], or True for the trunk alone."""
   joints = np.zeros(12, np.float32) if joints is None else joints
+  touches = TRUNK if body is True else np.zeros(5, bool) if body is False else body
   return int(_judge(**(changes or {}))(
       jnp.asarray(height, jnp.float32), jnp.asarray(normal, jnp.float32), joints,
-      jnp.asarray(body), jnp.asarray(finite), jnp.asarray(step, jnp.int32)))
+      jnp.asarray(touches), jnp.asarray(finite), jnp.asarray(step, jnp.int32)))
 
 
 class EndReasonTest(parameterized.TestCase):
@@ -77,6 +82,20 @@ class EndReasonTest(parameterized.TestCase):
   def test_body_contact_ends_only_when_the_rule_is_on(self):
     self.assertEqual(_reason(None, body=True), R.BODY_CONTACT)
     self.assertEqual(_reason(dict(terminate_on_body_contact=False), body=True), R.NONE)
+    self.assertEqual(_reason(dict(terminate_on_body_contact=False), body=LIMBS), R.NONE)
+
+  def test_a_limbs_touch_ends_only_while_limb_contact_ends(self):
+    rear_thigh = np.array([False, False, False, True, False])
+    self.assertEqual(_reason(None, body=rear_thigh), R.BODY_CONTACT)
+    self.assertEqual(_reason(None, body=LIMBS), R.BODY_CONTACT)
+    off = dict(limb_contact_ends=False)
+    self.assertEqual(_reason(off, body=rear_thigh), R.NONE)
+    self.assertEqual(_reason(off, body=LIMBS), R.NONE)
+    # The trunk's touch ends the episode either way, with the limbs' or alone.
+    self.assertEqual(_reason(off, body=True), R.BODY_CONTACT)
+    self.assertEqual(_reason(off, body=np.ones(5, bool)), R.BODY_CONTACT)
+    np.testing.assert_array_equal(_rules(**off).ending_touches, TRUNK)
+    np.testing.assert_array_equal(_rules().ending_touches, np.ones(5, bool))
 
   def test_joint_limit_inside_the_margin(self):
     rules = dict(terminate_on_joint_limit=True)
@@ -111,7 +130,7 @@ class EndReasonTest(parameterized.TestCase):
     steps = np.array([0, 0, 49], np.int32)
     rules = _rules()
     got = jax.jit(jax.vmap(lambda h, s: endings.end_reason(
-        rules, h, LEVEL, np.zeros(12, np.float32), np.zeros((), bool), np.ones((), bool), s)))(
+        rules, h, LEVEL, np.zeros(12, np.float32), np.zeros(5, bool), np.ones((), bool), s)))(
             heights, steps)
     chex.assert_shape(got, (3,))
     np.testing.assert_array_equal(got, [R.NONE, R.FALL, R.TIMEOUT])

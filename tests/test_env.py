@@ -124,8 +124,9 @@ class EnvTest(chex.TestCase):
     chex.assert_tree_all_finite(state.metrics)
     chex.assert_tree_all_finite(state.signals)
     # only_positive: the shaped part of the reward is clipped at 0, the termination added after.
-    shaped = sum(state.metrics[f"reward/{name}"] for name in config_lib.RewardConfig().scales()
-                 if name != "termination")
+    shaped = sum(state.metrics[f"reward/{name}"]
+                 for name, scale in config_lib.RewardConfig().scales().items()
+                 if scale and name != "termination")
     np.testing.assert_allclose(
         state.reward, np.maximum(shaped, 0.0) + state.metrics["reward/termination"], atol=1e-7)
 

@@ -67,14 +67,14 @@ class PlaneTest(absltest.TestCase):
     ]
     for pairs, dist, want in cases:
       pairs, dist = np.array(pairs, np.int32), np.array(dist, np.float32)
-      self.assertIs(bool(ground.touches_floor(self.geometry, pairs, dist, xp=np)), want,
+      self.assertIs(bool(ground.floor_touches(self.geometry, pairs, dist, xp=np).any()), want,
                     (pairs, dist))
-      self.assertIs(bool(ground.touches_floor(self.geometry, jnp.asarray(pairs),
-                                              jnp.asarray(dist))), want, (pairs, dist))
+      self.assertIs(bool(ground.floor_touches(self.geometry, jnp.asarray(pairs),
+                                              jnp.asarray(dist)).any()), want, (pairs, dist))
 
   def test_which_body_geoms_touch_from_a_contact_list(self):
     # floor_touches names the geoms, in body_geoms order: a thigh (the second body geom) under
-    # the floor in either order of the pair, the trunk not; their any() is touches_floor's.
+    # the floor in either order of the pair, the trunk not.
     floor = self.geometry.floor_geom
     body = np.asarray(self.geometry.body_geoms)
     foot = int(np.asarray(self.geometry.foot_geoms)[0])
@@ -91,8 +91,6 @@ class PlaneTest(absltest.TestCase):
                                     want, err_msg=str(pairs))
       np.testing.assert_array_equal(ground.floor_touches(
           self.geometry, jnp.asarray(pairs), jnp.asarray(dist)), want, err_msg=str(pairs))
-      self.assertIs(bool(ground.touches_floor(self.geometry, pairs, dist, xp=np)),
-                    bool(want.any()))
 
 
 class HeightfieldTest(absltest.TestCase):
@@ -130,13 +128,15 @@ class HeightfieldTest(absltest.TestCase):
 
   def test_a_probe_touches_within_its_radius(self):
     field = jnp.asarray(self.field)
-    touch = jax.jit(lambda points: ground.probes_touch(self.geometry, field, points))
+    touch = jax.jit(lambda points: ground.surface_touches(self.geometry, field, points))
     radius = np.asarray(self.geometry.probe_radius)
-    for gap, want in ((-0.001, True), (0.001, False)):
+    body = np.asarray(self.geometry.body_geoms)
+    first = np.asarray(self.geometry.probe_geoms)[0]  # the geom the first probe point is on
+    for gap, want in ((-0.001, body == first), (0.001, np.zeros(len(body), bool))):
       points = np.zeros((len(radius), 3), np.float32)
       points[:, 2] = 1.0  # every point far above
       points[0, 2] = 0.2 + radius[0] + gap  # but the first, `gap` beyond its radius
-      self.assertIs(bool(touch(points)), want, gap)
+      np.testing.assert_array_equal(touch(points), want, err_msg=str(gap))
 
   def test_which_body_geoms_touch_the_heightfield(self):
     # Every geom at rest far above the 20 cm ground, then one thigh lowered until its lowest
@@ -155,8 +155,6 @@ class HeightfieldTest(absltest.TestCase):
     radius = np.asarray(self.geometry.probe_radius)[mine].max()
     xpos[thigh, 2] = 0.2 + radius - lowest - 0.001
     np.testing.assert_array_equal(touches(xpos, xmat), body == thigh)
-    self.assertTrue(bool(ground.body_contact(
-        self.geometry, field, types.SimpleNamespace(geom_xpos=xpos, geom_xmat=xmat))))
 
 
 if __name__ == "__main__":

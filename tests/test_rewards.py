@@ -93,7 +93,7 @@ def _inputs(terminated: bool, force: float) -> rewards.StepInputs:
       actuator_force=np.full(12, force, np.float32), action=zeros12, last_action=zeros12,
       joint_pos=zeros12, default_pose=zeros12, air_time=zeros4, first_contact=np.zeros(4, bool),
       foot_height=zeros4, gait_phase=np.float32(0.0), gait_offsets=zeros4, foot_speed=zeros4,
-      stance=np.zeros(4, bool), terminated=np.asarray(terminated))
+      stance=np.zeros(4, bool), limb_touches=np.int32(0), terminated=np.asarray(terminated))
 
 
 class StepRewardTest(absltest.TestCase):

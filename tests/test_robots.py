@@ -157,13 +157,68 @@ def test_malformed_mjcf_names_the_file_and_carries_mujocos_message(tmp_path: pat
     ({"home_keyframe": "crouch"}, "keyframe 'crouch' not found in"),
     ({"kp": 99.0}, "kp=99.0"),
     ({"kd": 2.0}, "kd=2.0"),
-    ({"body_contact_geoms": ("trunk_collision", "floor")}, "geom 'floor' in .* cannot collide"),
+    ({"body_contact_geoms": ("trunk_collision", "floor"), "limb_contact_geoms": ()},
+     "geom 'floor' in .* cannot collide"),
+    ({"limb_contact_geoms": ("FR_thigh_collision", "FR_foot")},
+     r"limb_contact_geoms \['FR_foot'\] of robot 'broken' \(.*\) are not body_contact_geoms"),
 ])
 def test_spec_mismatch_names_element_and_file(changes, message, monkeypatch: pytest.MonkeyPatch):
   monkeypatch.setitem(robots.ROBOT_SPECS, "broken", _spec_with(**changes))
   with pytest.raises(robots.RobotError, match=message) as err:
     robots.load("broken")
   assert "go2/scene.xml" in str(err.value)
+
+
+# KNEES ON A HEIGHTFIELD
+
+FLAT_FIELD = robots.Heightfield(nodes=21, half_size=2.0, base=0.5)
+
+
+def _lowered_contacts(robot: robots.Robot, drop: float) -> set[str]:
+  """The geoms in contact with the floor, in C MuJoCo, with the home pose lowered by `drop` m."""
+  m = robot.mj_model
+  d = mujoco.MjData(m)
+  d.qpos[:] = robot.init_qpos
+  d.qpos[2] -= drop
+  mujoco.mj_forward(m, d)
+  floor = robot.floor_geom_id
+  return {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(g1 if g2 == floor else g2))
+          for g1, g2 in d.contact.geom[:d.ncon]}
+
+
+def test_the_knees_collide_with_a_heightfield_and_exist_only_there(go2: robots.Robot):
+  field = robots.load("go2", FLAT_FIELD)
+  m = field.mj_model
+  names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in field.knee_geom_ids]
+  assert names == [f"{leg}_knee" for leg in LEGS]
+  for leg, g in zip(LEGS, field.knee_geom_ids):
+    assert m.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE
+    assert m.geom_size[g, 0] == pytest.approx(0.02)
+    assert mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, int(m.geom_bodyid[g])) == f"{leg}_calf"
+    np.testing.assert_array_equal(m.geom_pos[g], 0.0)  # at the knee joint
+  # They add no mass, and the plane's scene has none of them.
+  np.testing.assert_allclose(m.body_mass, go2.mj_model.body_mass)
+  assert go2.knee_geom_ids.shape == (0,)
+  assert mujoco.mj_name2id(go2.mj_model, mujoco.mjtObj.mjOBJ_GEOM, "FR_knee") == -1
+  # Kneeling: the home pose lowered until the knees are 1 cm into the ground. On the heightfield
+  # the feet and knees touch it, the thighs do not; on the plane the thigh capsules do.
+  d = mujoco.MjData(m)
+  d.qpos[:] = field.init_qpos
+  mujoco.mj_kinematics(m, d)
+  knee_height = d.geom_xpos[field.knee_geom_ids, 2].min() - 0.02
+  assert _lowered_contacts(field, knee_height + 0.01) == {
+      f"{leg}_{part}" for leg in LEGS for part in ("knee", "foot")}
+  on_plane = _lowered_contacts(go2, knee_height + 0.01)
+  assert {f"{leg}_thigh_collision" for leg in LEGS} <= on_plane
+  assert not any("knee" in name for name in on_plane)
+
+
+def test_a_knee_on_a_missing_body_is_refused(monkeypatch: pytest.MonkeyPatch):
+  knees = (("FR_knee", "FR_shin"),) + robots.ROBOT_SPECS["go2"].knees[1:]
+  monkeypatch.setitem(robots.ROBOT_SPECS, "broken", _spec_with(knees=knees))
+  robots.load("broken")  # the plane's scene has no knees
+  with pytest.raises(robots.RobotError, match="body 'FR_shin' not found in .*go2/scene.xml"):
+    robots.load("broken", FLAT_FIELD)
 
 
 # STANDING

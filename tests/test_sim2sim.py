@@ -192,9 +192,11 @@ class WorldsTest(absltest.TestCase):
       mujoco.mj_forward(w.model, w.data)
     ok = np.ones(2, bool)
     steps, commands_ = np.zeros(2, np.int32), np.zeros((2, 3), np.float32)
-    standing, _ = world.judge(worlds, ok, np.zeros(2, bool), steps, commands_)
+    none, trunk = np.zeros((2, 5), bool), np.zeros((2, 5), bool)
+    trunk[:, 0] = True
+    standing, _ = world.judge(worlds, ok, none, steps, commands_)
     np.testing.assert_array_equal(standing, [R.NONE, R.NONE])
-    self.assertEqual([world.body_contact(w) for w in worlds], [False, False])
+    self.assertEqual([world.body_touches(w).any() for w in worlds], [False, False])
     # Walk the slope's robot 3 m downhill along its floor: still standing on it, though its
     # world height is now below zero.
     inclined = worlds[0]
@@ -204,15 +206,15 @@ class WorldsTest(absltest.TestCase):
     inclined.data.qpos[0:3] = inclined.rotation @ floor_frame
     mujoco.mj_forward(inclined.model, inclined.data)
     self.assertLess(inclined.data.qpos[2], 0.0)
-    downhill_reason, _ = world.judge(worlds, ok, np.zeros(2, bool), steps, commands_)
+    downhill_reason, _ = world.judge(worlds, ok, none, steps, commands_)
     np.testing.assert_array_equal(downhill_reason, [R.NONE, R.NONE])
     # Lower the trunk to 5 cm above each floor, keeping its pose relative to the floor.
     for w in worlds:
       floor_frame = w.rotation.T @ w.data.qpos[0:3]
       w.data.qpos[0:3] = w.rotation @ np.array([floor_frame[0], floor_frame[1], 0.05])
       mujoco.mj_forward(w.model, w.data)
-    self.assertEqual([world.body_contact(w) for w in worlds], [True, True])
-    low, _ = world.judge(worlds, ok, np.ones(2, bool), steps, commands_)
+    self.assertEqual([world.body_touches(w)[0] for w in worlds], [True, True])  # the trunk
+    low, _ = world.judge(worlds, ok, trunk, steps, commands_)
     np.testing.assert_array_equal(low, [R.FALL, R.FALL])
 
   def test_the_payload_moves_the_trunks_centre_of_mass(self):
@@ -312,7 +314,7 @@ class HeightfieldWorldsTest(absltest.TestCase):
     def mjx_judgement(data, heights, qpos):
       data = mjx.kinematics(env.model, data.replace(qpos=qpos))
       return (ground_lib.height_above(env.ground, heights, data.qpos[0:3]),
-              ground_lib.body_contact(env.ground, heights, data))
+              ground_lib.body_touches(env.ground, heights, data))
 
     cls.mjx_judgement = staticmethod(jax.jit(mjx_judgement))
 
@@ -400,15 +402,15 @@ class HeightfieldWorldsTest(absltest.TestCase):
         mujoco.mju_mulQuat(world.data.qpos[3:7], sim2sim._quat(world.rotation), qpos[3:7])
         mujoco.mj_forward(world.model, world.data)
         c_height = float(self.world.trunk_heights([world])[0])
-        c_contact = self.world.body_contact(world)
+        c_contact = self.world.body_touches(world)
         m_height, m_contact = self.mjx_judgement(self.row(j).data, jnp.asarray(heights),
                                                  jnp.asarray(qpos, jnp.float32))
         what = f"{stratum}, {name}"
         self.assertAlmostEqual(c_height, float(m_height), delta=1e-4, msg=what)
-        self.assertEqual(c_contact, bool(m_contact), what)
-        reason, _ = self.world.judge([world], np.ones(1, bool), np.array([c_contact]),
+        np.testing.assert_array_equal(c_contact, m_contact, what)
+        reason, _ = self.world.judge([world], np.ones(1, bool), c_contact[None],
                                      np.zeros(1, np.int32), np.zeros((1, 3), np.float32))
-        judged.append((what, int(reason[0]), c_contact))
+        judged.append((what, int(reason[0]), bool(c_contact.any())))
     by_name = {what: (reason, contact) for what, reason, contact in judged}
     for stratum in ("stairs", "rough", "obstacles", "slope"):
       self.assertEqual(by_name[f"{stratum}, standing"], (R.NONE, False), stratum)

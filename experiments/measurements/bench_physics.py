@@ -88,6 +88,18 @@ def _heightfield(colliding: tuple[str, ...]) -> Callable[[mujoco.MjSpec], None]:
   return apply
 
 
+def _with_knees(apply_floor: Callable[[mujoco.MjSpec], None],
+                radius: float = 0.02) -> Callable[[mujoco.MjSpec], None]:
+  """`apply_floor`, and a collision sphere of `radius` at each knee (the calf body's origin)."""
+  def apply(spec: mujoco.MjSpec) -> None:
+    apply_floor(spec)
+    for leg in LEGS:
+      spec.body(f"{leg}_calf").add_geom(
+          name=f"{leg}_knee", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0],
+          contype=1, conaffinity=0, condim=1, density=0)
+  return apply
+
+
 def _options(**opts: float) -> Callable[[mujoco.MjSpec], None]:
   def apply(spec: mujoco.MjSpec) -> None:
     for key, value in opts.items():
@@ -109,6 +121,7 @@ VARIANTS: dict[str, Callable[[mujoco.MjSpec], None]] = {
     "hfield_feet": _heightfield(()),
     "hfield_thighs": _heightfield(("thigh",)),
     "hfield_trunk": _heightfield(("trunk",)),
+    "hfield_knees": _with_knees(_heightfield(())),
 }
 
 

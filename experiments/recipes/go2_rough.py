@@ -34,5 +34,11 @@ def get_config() -> config_lib.TrainConfig:
   # The scan's own branch: its 117 points through Dense layers of 32 and 16 before the MLP
   # (experiments/README.md, "The height scan", has the hours and the throughput that chose it).
   config.network.scan_encoder_sizes = (32, 16)
+  # Thighs that brush a stair's edge cost a penalty per thigh and step instead of ending the
+  # episode; the trunk's touch still ends it, and the knees collide with the ground (the robot's
+  # `knees`), as legged_gym's rough recipes penalise thigh and shank contacts and end episodes on
+  # the base's.
+  config.env.limb_contact_ends = False
+  config.reward.limb_contact = -1.0
   config.total_env_steps = 24_000_000
   return config

@@ -43,6 +43,10 @@ class EnvConfig:
   """An episode ends as `fall` when the trunk's up axis tilts past this angle from vertical."""
   terminate_on_body_contact: bool = True
   """End the episode as `body_contact` when the trunk or a thigh touches the ground."""
+  limb_contact_ends: bool = True
+  """Whether a limb's touch (the Go2's thighs) ends the episode as `body_contact`. Off, only the
+  trunk's does, and a touching limb costs `reward.limb_contact` each step instead (legged_gym's
+  rough recipes: thighs and shanks penalised, the base terminal)."""
   terminate_on_joint_limit: bool = False
   """End the episode as `joint_limit` when a joint comes within `joint_limit_margin` of its
   range."""

@@ -26,6 +26,9 @@ class RewardConfig:
   gait_phase: float = 1.0
   """Feet following the trot clock's reference heights (needs `env.gait_hz` > 0)."""
   feet_slip: float = -0.1
+  limb_contact: float = 0.0
+  """Per limb touching the ground (the Go2's thighs: 0 to 4 each step); for terrain, where
+  `env.limb_contact_ends` is off."""
   termination: float = -50.0
   """Applied once on the step an episode terminates (not on a timeout)."""
   only_positive: bool = True

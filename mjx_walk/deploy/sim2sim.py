@@ -323,10 +323,10 @@ class CMuJoCoPanel:
       history, targets = env.actuate(family, history, action)
       return history, targets, env.push_force(family, step)
 
-    def judge(readings, trunk_height, normal, body_contact, finite, step, command):
+    def judge(readings, trunk_height, normal, body_touches, finite, step, command):
       floor_normal = observations.rotate_inverse(readings.quat, normal)  # trunk frame
       reason = endings.end_reason(env.endings, trunk_height, floor_normal, readings.joint_pos,
-                                  body_contact, finite, step)
+                                  body_touches, finite, step)
       lin_vel, ang_vel, _ = observations.trunk_frame(readings)
       errors = jnp.where(finite, env_lib.tracking_errors(lin_vel, ang_vel, command), 0.0)
       return reason, errors
@@ -339,7 +339,7 @@ class CMuJoCoPanel:
       geometry = env.ground
       fns.update(trunk_height=jax.jit(jax.vmap(
                      lambda field, position: ground_lib.height_above(geometry, field, position))),
-                 touches=jax.jit(lambda field, points: ground_lib.probes_touch(
+                 touches=jax.jit(lambda field, points: ground_lib.surface_touches(
                      geometry, field, points)),
                  probes=jax.jit(lambda xpos, xmat: ground_lib.probe_points(geometry, xpos, xmat)),
                  wrap=jax.jit(jax.vmap(lambda xy: terrain_lib.wrap(grid, xy))))
@@ -403,21 +403,22 @@ class CMuJoCoPanel:
       if shift.any():
         world.data.qpos[0:3] -= world.rotation @ np.array([shift[0], shift[1], 0.0])
 
-  def body_contact(self, world: _World) -> bool:
-    """The trunk or a thigh touches the floor (`ground.body_contact`'s rules): on the plane, a
-    penetrating contact in the last physics step; on a heightfield, one of the env's probe points
-    within its radius of the surface, from the last physics step's positions."""
+  def body_touches(self, world: _World) -> np.ndarray:
+    """bool [K]: which body geoms (the trunk, the thighs) touch the floor, by
+    `ground.body_touches`'s rules: on the plane, a penetrating contact in the last physics step;
+    on a heightfield, one of the geom's probe points within its radius of the surface, from the
+    last physics step's positions."""
     if self.grid is not None:
       data = world.data
       points = np.asarray(self._step_fns["probes"](
           data.geom_xpos.astype(np.float32),
           data.geom_xmat.reshape(-1, 3, 3).astype(np.float32)), np.float64)  # [P, 3]
       points = self._floor_frame(world, points)
-      return bool(self._step_fns["touches"](world.heights, points.astype(np.float32)))
+      return np.asarray(self._step_fns["touches"](world.heights, points.astype(np.float32)))
     data = world.data
     contacts = data.contact
-    return bool(ground_lib.touches_floor(self.env.ground, contacts.geom[:data.ncon],
-                                         contacts.dist[:data.ncon], xp=np))
+    return ground_lib.floor_touches(self.env.ground, contacts.geom[:data.ncon],
+                                    contacts.dist[:data.ncon], xp=np)
 
   def trunk_heights(self, worlds: list[_World]) -> np.ndarray:
     """float32 [N]: each trunk's height above its floor: along the inclined floor's normal on
@@ -435,7 +436,7 @@ class CMuJoCoPanel:
     return self._step_fns["observe"](self.readings(worlds), self.family_params, step,
                                      last_action, gait_phase)
 
-  def judge(self, worlds: list[_World], finite: np.ndarray, body_contact: np.ndarray,
+  def judge(self, worlds: list[_World], finite: np.ndarray, body_touches: np.ndarray,
             step: np.ndarray, command: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Why each world's episode ends after its step, and the step's tracking errors.
 
@@ -444,8 +445,8 @@ class CMuJoCoPanel:
 
     Args:
       worlds: the panel's worlds after their physics steps, N of them.
-      finite: bool [N], the state stayed finite; body_contact: bool [N], the trunk or a thigh
-        touches the floor.
+      finite: bool [N], the state stayed finite; body_touches: bool [N, K], which body geoms
+        touch the floor.
       step: int32 [N], control steps taken before this one; command: float32 [N, 3], the
         command the step was taken under.
 
@@ -455,7 +456,7 @@ class CMuJoCoPanel:
     height = self.trunk_heights(worlds)
     normal = np.stack([w.rotation[:, 2] for w in worlds]).astype(np.float32)  # world frame
     return jax.device_get(self._step_fns["judge"](
-        self.readings(worlds), height, normal, body_contact, finite, step, command))
+        self.readings(worlds), height, normal, body_touches, finite, step, command))
 
   def replay(self, act: Act) -> tuple[panel.EpisodeStats, float]:
     """Plays one episode per panel env with `act` in the loop.
@@ -481,7 +482,7 @@ class CMuJoCoPanel:
       history, targets, push = jax.device_get(
           self._step_fns["actuate"](self.family_params, history, action, step))
       finite = np.ones(num_envs, bool)
-      body_contact = np.zeros(num_envs, bool)
+      body_touches = np.zeros((num_envs, len(env.ground.body_geoms)), bool)
       for j in np.flatnonzero(stats.alive):
         world = worlds[j]
         world.data.ctrl[:] = targets[j]
@@ -493,8 +494,8 @@ class CMuJoCoPanel:
         finite[j] = bool(np.isfinite(world.data.qpos).all() and np.isfinite(
             world.data.qvel).all() and not world.data.warning[
                 mujoco.mjtWarning.mjWARN_BADQACC].number)
-        body_contact[j] = self.body_contact(world) and finite[j]
-      reason, errors = self.judge(worlds, finite, body_contact, step, command)
+        body_touches[j] = self.body_touches(world) & finite[j]
+      reason, errors = self.judge(worlds, finite, body_touches, step, command)
       stats = panel.accumulate_step(stats, reason, np.zeros(num_envs, np.float32),
                                     errors[:, 0], errors[:, 1])
       last_action = action

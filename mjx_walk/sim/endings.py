@@ -3,7 +3,7 @@
 `ResetReason` is the one vocabulary of episode ends: the env's `reset_reason`, the ledger's
 `reset/<label>` keys, the panel's reset counts and the trace files all use it. `end_reason`
 judges one control step from what was measured at its end (trunk height and tilt above the
-ground, joint angles, body contact, finiteness, the step count); the MJX env and the C MuJoCo
+ground, joint angles, which body geoms touch the ground, finiteness, the step count); the MJX env and the C MuJoCo
 replay (`mjx_walk.deploy.sim2sim`) both call it, so the two simulators end episodes by the
 same rules.
 """
@@ -50,8 +50,11 @@ class Rules:
   """The termination rules of one env config and robot (static: closed over under jit)."""
 
   env: config_lib.EnvConfig
-  """`fall_height`, `fall_tilt_degrees`, `terminate_on_body_contact`,
-  `terminate_on_joint_limit` and `joint_limit_margin` are read."""
+  """`fall_height`, `fall_tilt_degrees`, `terminate_on_joint_limit` and `joint_limit_margin` are
+  read (`terminate_on_body_contact` and `limb_contact_ends` through `ending_touches`)."""
+  ending_touches: np.ndarray
+  """bool [K]: which of the robot's body-contact geoms (`Robot.body_contact_geom_ids`) end the
+  episode by touching the ground."""
   joint_lower: jax.Array
   """float32 [A]: the actuated joints' lower limits, rad."""
   joint_upper: jax.Array
@@ -60,14 +63,19 @@ class Rules:
   """Control steps of an episode; the step that reaches it times out."""
 
   @classmethod
-  def of(cls, env: config_lib.EnvConfig, joint_lower: jax.Array,
-         joint_upper: jax.Array) -> Rules:
-    return cls(env=env, joint_lower=joint_lower, joint_upper=joint_upper,
+  def of(cls, env: config_lib.EnvConfig, joint_lower: jax.Array, joint_upper: jax.Array,
+         limb_contact: np.ndarray) -> Rules:
+    """The rules of `env` for a robot whose body-contact geoms are limbs where `limb_contact`
+    (bool [K], `Robot.limb_contact`)."""
+    ending = (~np.asarray(limb_contact)) | env.limb_contact_ends
+    ending = ending & env.terminate_on_body_contact
+    ending.setflags(write=False)
+    return cls(env=env, ending_touches=ending, joint_lower=joint_lower, joint_upper=joint_upper,
                episode_steps=round(env.episode_seconds * env.control_hz))
 
 
 def end_reason(rules: Rules, trunk_height: jax.Array, floor_normal: jax.Array,
-               joint_pos: jax.Array, body_contact: jax.Array, finite: jax.Array,
+               joint_pos: jax.Array, body_touches: jax.Array, finite: jax.Array,
                step: jax.Array) -> jax.Array:
   """Why a step ends the episode. int32 [], a `ResetReason` (NONE if it goes on).
 
@@ -79,15 +87,15 @@ def end_reason(rules: Rules, trunk_height: jax.Array, floor_normal: jax.Array,
     trunk_height: float32 [], the trunk origin's height above the ground under it, m.
     floor_normal: float32 [3], the floor's normal in the trunk frame.
     joint_pos: float32 [A], the actuated joint angles, rad.
-    body_contact: bool [], the trunk or a thigh touches the ground.
+    body_touches: bool [K], which body-contact geoms touch the ground; those of
+      `rules.ending_touches` end the episode.
     finite: bool [], the physics state stayed finite.
     step: int32 [], control steps taken before this one in the episode.
   """
   env = rules.env
   fell = (trunk_height < env.fall_height) | (
       floor_normal[2] < np.cos(np.deg2rad(env.fall_tilt_degrees)))
-  if not env.terminate_on_body_contact:
-    body_contact = jnp.zeros((), bool)
+  body_contact = (body_touches & rules.ending_touches).any()
   at_limit = jnp.zeros((), bool)
   if env.terminate_on_joint_limit:
     margin = env.joint_limit_margin

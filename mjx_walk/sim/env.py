@@ -106,7 +106,8 @@ class LocomotionEnv:
     self._joint_upper = jnp.asarray(self.robot.joint_upper, jnp.float32)  # [A]
     self.ground = ground_lib.Geometry.of(self.robot, self.grid)
     """The ground checks of this robot on this env's ground (`mjx_walk.sim.ground`)."""
-    self.endings = endings.Rules.of(config.env, self._joint_lower, self._joint_upper)
+    self.endings = endings.Rules.of(config.env, self._joint_lower, self._joint_upper,
+                                    self.robot.limb_contact)
     """The termination rules (`mjx_walk.sim.endings`)."""
     self.episode_steps = self.endings.episode_steps
     self._gait_offsets = jnp.asarray(
@@ -375,7 +376,7 @@ class LocomotionEnv:
     measured = self._measure(state, data, field, finite)
     feet = measured.feet
     reason = endings.end_reason(self.endings, measured.trunk_height, measured.floor_normal,
-                                measured.readings.joint_pos, measured.body_contact, finite,
+                                measured.readings.joint_pos, measured.body_touches, finite,
                                 state.task.step)
     truncated = reason == ResetReason.TIMEOUT
     terminated = (reason != ResetReason.NONE) & ~truncated
@@ -481,7 +482,7 @@ class LocomotionEnv:
         readings=readings, lin_vel=lin_vel, ang_vel=ang_vel, gravity=gravity,
         floor_normal=ground_lib.floor_normal(data.qpos[3:7]),
         trunk_height=ground_lib.height_above(self.ground, field, data.qpos[0:3]),
-        body_contact=ground_lib.body_contact(self.ground, field, data) & finite,
+        body_touches=ground_lib.body_touches(self.ground, field, data) & finite,
         feet=self._feet(state, data, field))
 
   def _feet(self, state: EnvState, data: mjx.Data, field: jax.Array | None) -> Feet:
@@ -513,6 +514,7 @@ class LocomotionEnv:
         air_time=feet.air_time, first_contact=feet.first_contact, foot_height=feet.height,
         gait_phase=state.task.gait_phase, gait_offsets=self._gait_offsets,
         foot_speed=feet.speed, stance=feet.contact & state.task.last_contact,
+        limb_touches=(measured.body_touches & self.robot.limb_contact).sum(),
         terminated=terminated)
 
   def _next_task(self, state: EnvState, action: jax.Array, action_history: jax.Array,
@@ -549,7 +551,7 @@ class LocomotionEnv:
         last_contact=state.task.last_contact,
         foot_speed=jnp.where(finite, feet.speed, 0.0),
         air_time=feet.air_time,
-        body_contact=measured.body_contact,
+        body_contact=measured.body_touches.any(),
     )
 
   def _metrics(self, state: EnvState, measured: Measured, scaled: dict[str, jax.Array],

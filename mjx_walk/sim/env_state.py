@@ -153,6 +153,7 @@ class Measured(NamedTuple):
   """float32 [3]: the floor's normal in the trunk frame."""
   trunk_height: jax.Array
   """float32 []: the trunk origin's height above the ground under it, m."""
-  body_contact: jax.Array
-  """bool []: the trunk or a thigh touches the ground (False on a non-finite step)."""
+  body_touches: jax.Array
+  """bool [K]: which body-contact geoms (the trunk, the thighs) touch the ground (none on a
+  non-finite step)."""
   feet: Feet

@@ -114,16 +114,11 @@ def floor_normal(quat: jax.Array) -> jax.Array:
   return observations.rotate_inverse(quat, jnp.array([0.0, 0.0, 1.0]))
 
 
-def touches_floor(geometry: Geometry, pairs: Any, dist: Any, xp: Any = jnp) -> Any:
-  """Whether a body geom penetrates the floor plane, from a contact list: `pairs` [C, 2] geom
-  ids, `dist` [C] signed distances. `xp` is jax.numpy (MJX's fixed-size contact list, whose
-  pairs are picked out by id on every call) or NumPy (C MuJoCo's `data.contact`)."""
-  return floor_touches(geometry, pairs, dist, xp).any()
-
-
 def floor_touches(geometry: Geometry, pairs: Any, dist: Any, xp: Any = jnp) -> Any:
   """bool [K]: which body geoms (`Geometry.body_geoms`, in order) penetrate the floor plane,
-  from a contact list as `touches_floor` reads it."""
+  from a contact list: `pairs` [C, 2] geom ids, `dist` [C] signed distances. `xp` is jax.numpy
+  (MJX's fixed-size contact list, whose pairs are picked out by id on every call) or NumPy (C
+  MuJoCo's `data.contact`)."""
   floor, geoms = geometry.floor_geom, xp.asarray(geometry.body_geoms)
   mine = (((pairs[:, 0:1] == floor) & (pairs[:, 1:2] == geoms)) |
           ((pairs[:, 1:2] == floor) & (pairs[:, 0:1] == geoms)))  # [C, K]
@@ -137,34 +132,22 @@ def probe_points(geometry: Geometry, geom_xpos: jax.Array, geom_xmat: jax.Array)
   return xpos + jnp.einsum("pij,pj->pi", xmat, geometry.probe_points)
 
 
-def probes_touch(geometry: Geometry, field: jax.Array, points: jax.Array) -> jax.Array:
-  """bool []: a probe point [P, 3] is within its radius of the heightfield's surface."""
-  return probe_touches(geometry, field, points).any()
-
-
-def probe_touches(geometry: Geometry, field: jax.Array, points: jax.Array) -> jax.Array:
-  """bool [P]: which probe points [P, 3] are within their radius of the heightfield's surface."""
-  return terrain_lib.clearance(field, geometry.grid, points, geometry.probe_radius) < 0.0
-
-
-def body_contact(geometry: Geometry, field: jax.Array | None, data: Any) -> jax.Array:
-  """bool []: the trunk or a thigh touches the ground in the MJX physics state `data` (its last
-  substep's contacts on the plane, its geom poses on a heightfield)."""
-  if field is None:
-    contact = data._impl.contact  # pylint: disable=protected-access
-    return touches_floor(geometry, contact.geom, contact.dist)
-  return probes_touch(geometry, field, probe_points(geometry, data.geom_xpos, data.geom_xmat))
+def surface_touches(geometry: Geometry, field: jax.Array, points: jax.Array) -> jax.Array:
+  """bool [K]: which body geoms (`Geometry.body_geoms`, in order) have a probe point, of
+  `points` [P, 3], within its radius of the heightfield's surface."""
+  touch = terrain_lib.clearance(field, geometry.grid, points, geometry.probe_radius) < 0.0  # [P]
+  return (touch[:, None] & (geometry.probe_geoms[:, None] == geometry.body_geoms)).any(axis=0)
 
 
 def body_touches(geometry: Geometry, field: jax.Array | None, data: Any) -> jax.Array:
   """bool [K]: which body geoms (`Geometry.body_geoms`, in order; on the Go2 the trunk, then the
-  four thighs) touch the ground in `data`, by `body_contact`'s rules, whose answer is their
-  any()."""
+  four thighs) touch the ground in the MJX physics state `data`: its last substep's contacts on
+  the plane (`floor_touches`), its geom poses on a heightfield (`surface_touches`)."""
   if field is None:
     contact = data._impl.contact  # pylint: disable=protected-access
     return floor_touches(geometry, contact.geom, contact.dist)
-  touch = probe_touches(geometry, field, probe_points(geometry, data.geom_xpos, data.geom_xmat))
-  return (touch[:, None] & (geometry.probe_geoms[:, None] == geometry.body_geoms)).any(axis=0)
+  return surface_touches(geometry, field,
+                         probe_points(geometry, data.geom_xpos, data.geom_xmat))
 
 
 def _body_probes(model: mujoco.MjModel, geom_ids: Any

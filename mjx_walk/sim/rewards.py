@@ -119,6 +119,11 @@ def pose(joint_pos: jax.Array, default_pose: jax.Array) -> jax.Array:
   return jnp.sum(jnp.square(joint_pos - default_pose))
 
 
+def limb_contact(limb_touches: jax.Array) -> jax.Array:
+  """The number of limbs touching the ground (on the Go2 its thighs, 0 to 4)."""
+  return limb_touches.astype(jnp.float32)
+
+
 def termination(terminated: jax.Array) -> jax.Array:
   """1 on the step an episode terminates (fall, contact, limit, non-finite), else 0."""
   return terminated.astype(jnp.float32)
@@ -159,6 +164,8 @@ class StepInputs(NamedTuple):
   """float32 [F]: mean horizontal speed over the step, m/s."""
   stance: jax.Array
   """bool [F]: on the ground at both ends of the step (where a moving foot slips)."""
+  limb_touches: jax.Array
+  """int32 []: how many limb geoms (`Robot.limb_contact`) touch the ground."""
   terminated: jax.Array
   """bool []: the step ended the episode by a failure."""
 
@@ -180,6 +187,7 @@ def table(cfg: config_lib.RewardConfig, x: StepInputs) -> dict[str, Callable[[],
       "gait_phase": lambda: gait_phase(
           x.foot_height, x.gait_phase, x.gait_offsets, x.command, cfg.swing_height),
       "feet_slip": lambda: feet_slip(x.foot_speed, x.stance),
+      "limb_contact": lambda: limb_contact(x.limb_touches),
       "termination": lambda: termination(x.terminated),
   }
 

@@ -40,6 +40,16 @@ class RobotSpec:
   """Foot geom names, order FR, FL, RR, RL."""
   body_contact_geoms: tuple[str, ...]
   """Geoms whose contact with the floor ends an episode (`body_contact` reset reason)."""
+  limb_contact_geoms: tuple[str, ...]
+  """The limbs among `body_contact_geoms`: with `env.limb_contact_ends` off, their touches cost
+  `reward.limb_contact` instead of ending the episode."""
+  knees: tuple[tuple[str, str], ...]
+  """(geom name, body): a collision sphere at each body's origin, added to the scene with a
+  heightfield floor. There the thigh capsules do not collide (`_heightfield_scene`); the knee
+  spheres, cheap sphere-heightfield pairs like the feet, keep the legs' lower ends out of the
+  ground."""
+  knee_radius: float
+  """The knee spheres' radius, m."""
   floor_geom: str
   """The ground plane geom."""
   home_keyframe: str
@@ -66,6 +76,16 @@ ROBOT_SPECS: dict[str, RobotSpec] = {
             "RR_thigh_collision",
             "RL_thigh_collision",
         ),
+        limb_contact_geoms=(
+            "FR_thigh_collision",
+            "FL_thigh_collision",
+            "RR_thigh_collision",
+            "RL_thigh_collision",
+        ),
+        # The knee joints, where the thighs end: the thigh capsule's radius.
+        knees=(("FR_knee", "FR_calf"), ("FL_knee", "FL_calf"), ("RR_knee", "RR_calf"),
+               ("RL_knee", "RL_calf")),
+        knee_radius=0.02,
         floor_geom="floor",
         home_keyframe="home",
         # kp 40: Playground's Go1 recipe (35) scaled by the mass ratio 15.2 / 12.7 kg, so the
@@ -111,6 +131,10 @@ class Robot:
   """int [F]: foot geom ids, in `spec.feet` order."""
   body_contact_geom_ids: np.ndarray
   """int [K]: ids of `spec.body_contact_geoms`."""
+  limb_contact: np.ndarray
+  """bool [K]: which of `body_contact_geom_ids` are limbs (`spec.limb_contact_geoms`)."""
+  knee_geom_ids: np.ndarray
+  """int [N]: the knee spheres' ids on a heightfield floor (`spec.knees`); empty on the plane."""
   floor_geom_id: int
   heightfield: Heightfield | None = None
   """The shape of the heightfield floor the scene's plane was replaced with; None on the plane."""
@@ -164,9 +188,10 @@ def _heightfield_scene(path: pathlib.Path, spec: RobotSpec, ground: Heightfield)
   """The scene with its floor plane turned into a flat heightfield of `ground`'s shape.
 
   Heights are in metres (vertical scale 1); the env writes each env's heights into the model.
-  Only the feet collide with it: MJX's box- and capsule-heightfield collisions cost more than
-  the rest of a step (experiments/README.md, "Terrain"), so the trunk and thighs lose their
-  collision bits and the env checks them against the surface itself.
+  Only spheres collide with it, the feet and the knees (`RobotSpec.knees`, added here): MJX's
+  box- and capsule-heightfield collisions cost more than the rest of a step
+  (experiments/README.md, "Terrain"), so the trunk and thighs lose their collision bits and the
+  env checks them against the surface itself.
   """
   try:
     scene = mujoco.MjSpec.from_file(str(path))
@@ -185,6 +210,14 @@ def _heightfield_scene(path: pathlib.Path, spec: RobotSpec, ground: Heightfield)
     if geom is None:
       raise RobotError(f"geom {name!r} not found in {path}")
     geom.contype, geom.conaffinity = 0, 0
+  collision = scene.geom(spec.feet[0])
+  for name, body_name in spec.knees:
+    body = scene.body(body_name)
+    if body is None:
+      raise RobotError(f"body {body_name!r} not found in {path}")
+    body.add_geom(name=name, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[spec.knee_radius, 0, 0],
+                  contype=collision.contype, conaffinity=collision.conaffinity, condim=1,
+                  group=collision.group, density=0.0)
   return scene
 
 
@@ -238,6 +271,14 @@ def load(name: str, heightfield: Heightfield | None = None) -> Robot:
       [ids.find(mujoco.mjtObj.mjOBJ_GEOM, g, "geom") for g in spec.feet], dtype=int)
   body_contact_geom_ids = np.array(
       [ids.find(mujoco.mjtObj.mjOBJ_GEOM, g, "geom") for g in spec.body_contact_geoms], dtype=int)
+  strangers = set(spec.limb_contact_geoms) - set(spec.body_contact_geoms)
+  if strangers:
+    raise RobotError(f"limb_contact_geoms {sorted(strangers)} of robot {name!r} ({path}) are "
+                     f"not body_contact_geoms {list(spec.body_contact_geoms)}")
+  limb_contact = np.isin(spec.body_contact_geoms, spec.limb_contact_geoms)
+  knees = tuple(g for g, _ in spec.knees) if heightfield else ()
+  knee_geom_ids = np.array(
+      [ids.find(mujoco.mjtObj.mjOBJ_GEOM, g, "geom") for g in knees], dtype=int)
   key_id = ids.find(mujoco.mjtObj.mjOBJ_KEY, spec.home_keyframe, "keyframe")
 
   if model.body_jntnum[trunk_body_id] < 1 or (
@@ -265,9 +306,10 @@ def load(name: str, heightfield: Heightfield | None = None) -> Robot:
   torque_limits = model.actuator_forcerange[:, 1].copy()  # [A]
 
   _check_gains(model, path, spec, qvel_joint_adr)
-  checked = spec.feet if heightfield else spec.feet + spec.body_contact_geoms
-  for geom_name, geom_id in zip(checked,
-                                np.concatenate([foot_geom_ids, body_contact_geom_ids])):
+  checked = spec.feet + knees if heightfield else spec.feet + spec.body_contact_geoms
+  checked_ids = [foot_geom_ids, knee_geom_ids] if heightfield else [foot_geom_ids,
+                                                                   body_contact_geom_ids]
+  for geom_name, geom_id in zip(checked, np.concatenate(checked_ids)):
     if not _collides(model, int(geom_id), floor_geom_id):
       raise RobotError(f"geom {geom_name!r} in {path} cannot collide with {spec.floor_geom!r}")
 
@@ -288,6 +330,8 @@ def load(name: str, heightfield: Heightfield | None = None) -> Robot:
       imu_site_id=imu_site_id,
       foot_geom_ids=_frozen(foot_geom_ids),
       body_contact_geom_ids=_frozen(body_contact_geom_ids),
+      limb_contact=_frozen(limb_contact),
+      knee_geom_ids=_frozen(knee_geom_ids),
       floor_geom_id=floor_geom_id,
       heightfield=heightfield,
   )
