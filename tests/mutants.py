@@ -581,6 +581,12 @@ MUTANTS = (
            "                                measured.readings.joint_pos, measured.body_touches, finite,\n",
            "                                measured.readings.joint_pos, jnp.zeros(5, bool), finite,\n",
            ENV_TERMINATION),
+    # The env's count of touching limbs: whether any touches, not how many.
+    Mutant("limb_touches_not_counted", "mjx_walk/sim/env.py",
+           "        limb_touches=(measured.body_touches & self.robot.limb_contact).sum(),\n",
+           "        limb_touches=(measured.body_touches & self.robot.limb_contact).any(),\n",
+           ("tests/test_terrain.py::EnvTerrainTest::"
+            "test_a_thighs_touch_costs_limb_contact_and_the_episode_goes_on",)),
     # The ground and the reward table on their own: a foot's clearance measured from its
     # centre, the termination penalty dropped from the total, terms not scaled by the period.
     Mutant("foot_clearance_from_the_centre", "mjx_walk/sim/ground.py",
@@ -624,6 +630,16 @@ MUTANTS = (
     Mutant("success_for_a_fall", "mjx_walk/evaluation/panel.py",
            "  success = survived & (lin_error < panel.success_lin_vel_error) & (\n",
            "  success = (lin_error < panel.success_lin_vel_error) & (\n", PANEL_SUCCESS),
+    # The panel's body-contact rate: touches after the episode's end counted, or the share taken
+    # of the panel's full episode rather than of the episode's own steps.
+    Mutant("body_contact_counted_after_the_end", "mjx_walk/evaluation/panel.py",
+           "      body_contact_steps=stats.body_contact_steps + (live & body_contact).astype(xp.int32),\n",
+           "      body_contact_steps=stats.body_contact_steps + body_contact.astype(xp.int32),\n",
+           ("tests/test_evaluate.py::AccumulateTest",)),
+    Mutant("body_contact_rate_of_the_full_episode", "mjx_walk/evaluation/panel.py",
+           "        \"body_contact_rate\": float((stats.body_contact_steps / steps)[mine].mean()),\n",
+           "        \"body_contact_rate\": float((stats.body_contact_steps / 10)[mine].mean()),\n",
+           PANEL_SUCCESS),
     # The KL that adapts the learning rate measured on this device's share of the minibatch
     # instead of averaged over devices.
     Mutant("kl_not_averaged_over_devices", "mjx_walk/learn/trainer.py",

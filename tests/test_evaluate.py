@@ -68,6 +68,11 @@ def small_config() -> config_lib.TrainConfig:
 
 
 @flax.struct.dataclass
+class _Signals:
+  body_contact: jax.Array
+
+
+@flax.struct.dataclass
 class _Step:
   """A constructed batched env step: only the fields `accumulate` reads."""
 
@@ -76,9 +81,10 @@ class _Step:
   truncated: jax.Array
   terminated: jax.Array
   metrics: dict[str, jax.Array]
+  signals: _Signals
 
 
-def _step(reward, reason, lin_err, yaw_err):
+def _step(reward, reason, lin_err, yaw_err, touch=(False, False)):
   reason = jnp.asarray(reason, jnp.int32)
   return _Step(
       reward=jnp.asarray(reward, jnp.float32),
@@ -86,7 +92,8 @@ def _step(reward, reason, lin_err, yaw_err):
       truncated=reason == R.TIMEOUT,
       terminated=(reason != R.NONE) & (reason != R.TIMEOUT),
       metrics={"tracking/lin_vel_error": jnp.asarray(lin_err, jnp.float32),
-               "tracking/yaw_rate_error": jnp.asarray(yaw_err, jnp.float32)})
+               "tracking/yaw_rate_error": jnp.asarray(yaw_err, jnp.float32)},
+      signals=_Signals(body_contact=jnp.asarray(touch)))
 
 
 class AccumulateTest(chex.TestCase):
@@ -94,10 +101,11 @@ class AccumulateTest(chex.TestCase):
   @chex.variants(with_jit=True, without_jit=True)
   def test_counts_each_episode_once_up_to_its_end(self):
     # Env 0 falls on step 2; env 1 times out on step 3. Steps after an end are ignored.
+    # Env 0's body touches on steps 1 and 3 (after its end), env 1's on step 2.
     steps = [
-        _step([1.0, 2.0], [R.NONE, R.NONE], [0.1, 0.3], [0.2, 0.0]),
-        _step([1.0, 2.0], [R.FALL, R.NONE], [0.3, 0.3], [0.4, 0.0]),
-        _step([9.0, 2.0], [R.NONE, R.TIMEOUT], [9.0, 0.3], [9.0, 0.6]),
+        _step([1.0, 2.0], [R.NONE, R.NONE], [0.1, 0.3], [0.2, 0.0], [True, False]),
+        _step([1.0, 2.0], [R.FALL, R.NONE], [0.3, 0.3], [0.4, 0.0], [False, True]),
+        _step([9.0, 2.0], [R.NONE, R.TIMEOUT], [9.0, 0.3], [9.0, 0.6], [True, False]),
     ]
     stats = panel.empty_stats(2)
     accumulate = self.variant(panel.accumulate)
@@ -109,6 +117,7 @@ class AccumulateTest(chex.TestCase):
     chex.assert_trees_all_close(stats.episode_return, jnp.array([2.0, 6.0]))
     chex.assert_trees_all_close(stats.lin_vel_error_sum, jnp.array([0.4, 0.9]), atol=1e-6)
     chex.assert_trees_all_close(stats.yaw_rate_error_sum, jnp.array([0.6, 0.6]), atol=1e-6)
+    chex.assert_trees_all_equal(stats.body_contact_steps, jnp.array([1, 1], jnp.int32))
 
 
 class SummarizeTest(absltest.TestCase):
@@ -126,6 +135,7 @@ class SummarizeTest(absltest.TestCase):
         # Mean errors per env: 0.1, 0.5, 0.3, 0.2 m/s and 0.1, 0.1, 0.1, 0.4 rad/s.
         lin_vel_error_sum=np.array([1.0, 2.0, 3.0, 2.0]),
         yaw_rate_error_sum=np.array([1.0, 0.4, 1.0, 4.0]),
+        body_contact_steps=np.array([5, 4, 0, 1], np.int32),
     )
     result = panel.summarize(stats, manifest, cfg)
     self.assertEqual(result["panel_hash"], manifest.panel_hash)
@@ -138,6 +148,7 @@ class SummarizeTest(absltest.TestCase):
     self.assertAlmostEqual(flat["lin_vel_error"], 0.2)
     self.assertAlmostEqual(flat["yaw_rate_error"], 0.1)
     self.assertAlmostEqual(flat["return"], 4.0)
+    self.assertAlmostEqual(flat["body_contact_rate"], 0.25)  # 5 of 10 steps and none
     self.assertEqual(flat["reset"], {"fall": 0, "timeout": 2, "joint_limit": 0,
                                      "body_contact": 0, "nonfinite": 0})
     # push: env 1 fell; env 3 survived but its yaw error 0.4 >= 0.3 fails -> no success.
@@ -147,6 +158,7 @@ class SummarizeTest(absltest.TestCase):
     self.assertAlmostEqual(push["lin_vel_error"], 0.35)
     self.assertAlmostEqual(push["yaw_rate_error"], 0.25)
     self.assertAlmostEqual(push["return"], 1.5)
+    self.assertAlmostEqual(push["body_contact_rate"], 0.55)  # 4 of 4 steps and 1 of 10
     self.assertEqual(push["reset"]["fall"], 1)
     self.assertEqual(push["reset"]["timeout"], 1)
 
@@ -532,7 +544,8 @@ class SuccessThresholdsTest(absltest.TestCase):
             alive=np.array([reason == R.NONE]), length=np.array([steps], np.int32),
             reason=np.array([reason], np.int32), episode_return=np.zeros(1),
             lin_vel_error_sum=np.array([lin * steps]),
-            yaw_rate_error_sum=np.array([yaw * steps]))
+            yaw_rate_error_sum=np.array([yaw * steps]),
+            body_contact_steps=np.zeros(1, np.int32))
         flat = panel.summarize(stats, manifest, cfg)["strata"]["flat"]
         self.assertEqual(flat["num_envs"], 1)
         self.assertEqual(flat["success_rate"], want)

@@ -80,6 +80,12 @@ class RewardTermsTest(chex.TestCase):
     contact = jnp.array([True, True, False, True])
     self.assertAlmostEqual(float(self.variant(rewards.feet_slip)(speed, contact)), 0.29, places=6)
 
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_limb_contact_counts_the_touching_limbs(self):
+    count = self.variant(rewards.limb_contact)(jnp.int32(3))
+    chex.assert_type(count, jnp.float32)
+    self.assertEqual(float(count), 3.0)
+
 
 def _inputs(terminated: bool, force: float) -> rewards.StepInputs:
   """One step's inputs: planar velocity 0.5 m/s under a 1 m/s command, every actuator at

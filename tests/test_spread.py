@@ -14,18 +14,20 @@ from mjx_walk.run import spread
 
 
 def seed_stratum(success: float, fall: float, length: float, lin: float, yaw: float,
-                 ret: float, reset: dict[str, int], num_envs: int = 32) -> dict:
+                 ret: float, reset: dict[str, int], num_envs: int = 32,
+                 touch: float = 0.0) -> dict:
   """One seed's table for one stratum, as the panel's `summarize` gives it."""
   return {"num_envs": num_envs, "success_rate": success, "fall_rate": fall,
           "episode_length": length, "lin_vel_error": lin, "yaw_rate_error": yaw, "return": ret,
-          "reset": reset}
+          "body_contact_rate": touch, "reset": reset}
 
 
 def two_seeds() -> list[dict]:
   """Two seeds on flat and slope. On flat both seeds succeed in 24 of their 32 episodes (0.75):
   the episodes differ within each seed, the seeds agree. Seed 0 falls 4 times, seed 1 twice."""
   return [
-      {"flat": seed_stratum(0.75, 0.125, 400.0, 0.1, 0.2, 10.0, {"fall": 4, "timeout": 28}),
+      {"flat": seed_stratum(0.75, 0.125, 400.0, 0.1, 0.2, 10.0, {"fall": 4, "timeout": 28},
+                            touch=0.25),
        "slope": seed_stratum(0.5, 0.25, 300.0, 0.5, 0.25, 4.0,
                              {"fall": 8, "timeout": 24, "joint_limit": 0})},
       {"flat": seed_stratum(0.75, 0.0625, 440.0, 0.3, 0.4, 14.0, {"timeout": 30, "fall": 2}),
@@ -118,6 +120,15 @@ class SummaryTest(absltest.TestCase):
 
 class AcrossSeedsTest(absltest.TestCase):
 
+  def test_a_figure_some_seed_lacks_is_left_out(self):
+    # Records written before the panel counted body contacts have no body_contact_rate.
+    seeds = two_seeds()
+    del seeds[1]["flat"]["body_contact_rate"]
+    strata, _ = spread.across_seeds(seeds)
+    self.assertNotIn("body_contact_rate", strata["flat"])
+    self.assertEqual(strata["slope"]["body_contact_rate"], 0.0)
+    self.assertEqual(strata["flat"]["return"], 12.0)
+
   def test_means_sums_and_spread_against_hand_sums(self):
     strata, spreads = spread.across_seeds(two_seeds())
     self.assertEqual(list(strata), ["flat", "slope"])
@@ -129,6 +140,7 @@ class AcrossSeedsTest(absltest.TestCase):
     self.assertAlmostEqual(flat["lin_vel_error"], 0.2)  # (0.1 + 0.3) / 2
     self.assertAlmostEqual(flat["yaw_rate_error"], 0.3)  # (0.2 + 0.4) / 2
     self.assertEqual(flat["return"], 12.0)  # (10 + 14) / 2
+    self.assertEqual(flat["body_contact_rate"], 0.125)  # (0.25 + 0) / 2
     self.assertEqual(flat["reset"], {"fall": 6, "timeout": 58})  # 4 + 2, 28 + 30
     self.assertEqual(slope["success_rate"], 0.375)  # (0.5 + 0.25) / 2
     self.assertEqual(slope["fall_rate"], 0.375)

@@ -37,6 +37,7 @@ import configs
 FLAT, ROUGH, SLOPE, STAIRS_UP, STAIRS_DOWN, OBSTACLES = range(6)
 R_NONE = int(endings.ResetReason.NONE)
 R_BODY = int(endings.ResetReason.BODY_CONTACT)
+LEGS = ("FR", "FL", "RR", "RL")
 
 
 def _config(**changes) -> config_lib.TrainConfig:
@@ -307,8 +308,11 @@ class EnvTerrainTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
+    # As the rough recipes: a thigh's touch costs reward.limb_contact, only the trunk's ends the
+    # episode. The fall height is low, so that a trunk lowered to its thighs' height stands.
     cfg = _config(env__init_joint_noise=0.0, env__init_velocity_noise=0.0,
-                  env__obs_noise_scale=0.0)
+                  env__obs_noise_scale=0.0, env__limb_contact_ends=False,
+                  reward__limb_contact=-1.0, env__fall_height=0.05)
     cls.env = env = env_lib.LocomotionEnv(cfg)
     manifest = families.make_manifest(cfg)
     flat = [f for f in manifest.eval_families if f.stratum == "flat"][:2]
@@ -426,6 +430,29 @@ class EnvTerrainTest(absltest.TestCase):
     np.testing.assert_array_equal(after.reset_reason, [R_BODY, R_NONE])
     np.testing.assert_array_equal(after.signals.body_contact, [True, False])
     np.testing.assert_array_equal(after.terminated, [True, False])
+
+  def test_a_thighs_touch_costs_limb_contact_and_the_episode_goes_on(self):
+    # Both trunks 9 cm above the flat platform (the box's bottom 3.3 cm above it), the calves
+    # folded; env 0's four thighs swung 1 rad back reach the ground, env 1's front ones, at
+    # 1.6 rad, stay above it. The thighs do not collide with the heightfield: only their probes
+    # see them. Catches limb touches that end the episode, a penalty that counts the trunk or
+    # ignores how many thighs touch, and touches not reported as body contact.
+    family = self._family([FLAT, FLAT], [0, 0], [0.0, 0.0], [0.0, 0.0])
+    state = self._start(family, same=True)
+    robot = self.env.robot
+    qpos = np.array(state.data.qpos)
+    qpos[:, 2] = 0.09
+    for i, front in ((0, 1.0), (1, 1.6)):
+      for leg in LEGS:
+        thigh = robot.qpos_joint_adr[robot.joint_names.index(f"{leg}_thigh_joint")]
+        qpos[i, thigh] = front if leg[0] == "F" else 1.0
+        qpos[i, robot.qpos_joint_adr[robot.joint_names.index(f"{leg}_calf_joint")]] = -2.7
+    after = self.step(state.replace(data=state.data.replace(qpos=jnp.asarray(qpos))), self.zero)
+    np.testing.assert_array_equal(after.reset_reason, [R_NONE, R_NONE])
+    np.testing.assert_array_equal(after.terminated, [False, False])
+    np.testing.assert_array_equal(after.signals.body_contact, [True, True])
+    np.testing.assert_allclose(after.metrics["reward/limb_contact"],
+                               [-1.0 * self.env.dt * 4, -1.0 * self.env.dt * 2], rtol=1e-6)
 
   def test_a_robot_one_tile_away_steps_as_on_the_tile(self):
     # Env 1 is env 0 moved one tile along x (its feet's last positions too): the step wraps it

@@ -72,7 +72,8 @@ SOLVERS = {
 """C MuJoCo's constraint-solver settings by name: changes to the robot file's options, which are
 MJX's (`mjx` changes nothing)."""
 
-COMPARED = ("success_rate", "fall_rate", "episode_length", "lin_vel_error", "yaw_rate_error")
+COMPARED = ("success_rate", "fall_rate", "episode_length", "lin_vel_error", "yaw_rate_error",
+            "body_contact_rate")
 """The per-stratum figures compared; the gap is C MuJoCo minus MJX."""
 TARGETS = {"fall_rate": 0.05, "lin_vel_error": 0.05}
 """The largest gaps (absolute) at which a stratum's behaviour counts as carried over."""
@@ -497,7 +498,7 @@ class CMuJoCoPanel:
         body_touches[j] = self.body_touches(world) & finite[j]
       reason, errors = self.judge(worlds, finite, body_touches, step, command)
       stats = panel.accumulate_step(stats, reason, np.zeros(num_envs, np.float32),
-                                    errors[:, 0], errors[:, 1])
+                                    errors[:, 0], errors[:, 1], body_touches.any(axis=1))
       last_action = action
       gait_phase = np.asarray(self._step_fns["clock"](gait_phase))
       step = step + 1

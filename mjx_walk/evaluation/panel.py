@@ -23,6 +23,9 @@ Per stratum:
   lin_vel_error    mean over episodes of the per-step mean |v_xy - command_xy|, m/s
   yaw_rate_error   mean over episodes of the per-step mean |yaw rate - command|, rad/s
   return           mean episode return
+  body_contact_rate  mean over episodes of the share of their steps on which the trunk or a
+                   thigh touched the ground; with `env.limb_contact_ends` off, the thighs'
+                   touches that the episode survived (legs brushing a stair's edge)
   reset            how many episodes ended for each reset reason (`timeout` = survived)
 """
 
@@ -67,6 +70,8 @@ class EpisodeStats:
   lin_vel_error_sum: jax.Array
   """Sum over the episode's steps of the xy velocity error, m/s."""
   yaw_rate_error_sum: jax.Array
+  body_contact_steps: jax.Array
+  """int32: the episode's steps on which the trunk or a thigh touched the ground."""
 
 
 def empty_stats(num_envs: int) -> EpisodeStats:
@@ -78,6 +83,7 @@ def empty_stats(num_envs: int) -> EpisodeStats:
       episode_return=zeros,
       lin_vel_error_sum=zeros,
       yaw_rate_error_sum=zeros,
+      body_contact_steps=jnp.zeros((num_envs,), jnp.int32),
   )
 
 
@@ -90,13 +96,15 @@ def accumulate(stats: EpisodeStats, state: env_state.EnvState) -> EpisodeStats:
   """
   return accumulate_step(stats, state.reset_reason, state.reward,
                          state.metrics["tracking/lin_vel_error"],
-                         state.metrics["tracking/yaw_rate_error"])
+                         state.metrics["tracking/yaw_rate_error"], state.signals.body_contact)
 
 
 def accumulate_step(stats: EpisodeStats, reason: jax.Array, reward: jax.Array,
-                    lin_vel_error: jax.Array, yaw_rate_error: jax.Array) -> EpisodeStats:
+                    lin_vel_error: jax.Array, yaw_rate_error: jax.Array,
+                    body_contact: jax.Array) -> EpisodeStats:
   """`accumulate` from one step's figures, each [N]: its `ResetReason` (NONE while the episode
-  goes on), reward and tracking errors. Works on NumPy arrays as well as JAX ones."""
+  goes on), reward, tracking errors and whether the trunk or a thigh touched the ground. Works
+  on NumPy arrays as well as JAX ones."""
   xp = np if isinstance(reason, np.ndarray) else jnp
   live = stats.alive
   done = reason != endings.ResetReason.NONE  # [N]
@@ -107,6 +115,7 @@ def accumulate_step(stats: EpisodeStats, reason: jax.Array, reward: jax.Array,
       episode_return=stats.episode_return + xp.where(live, reward, 0.0),
       lin_vel_error_sum=stats.lin_vel_error_sum + xp.where(live, lin_vel_error, 0.0),
       yaw_rate_error_sum=stats.yaw_rate_error_sum + xp.where(live, yaw_rate_error, 0.0),
+      body_contact_steps=stats.body_contact_steps + (live & body_contact).astype(xp.int32),
   )
 
 
@@ -301,6 +310,7 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
         "lin_vel_error": float(lin_error[mine].mean()),
         "yaw_rate_error": float(yaw_error[mine].mean()),
         "return": float(stats.episode_return[mine].mean()),
+        "body_contact_rate": float((stats.body_contact_steps / steps)[mine].mean()),
         "reset": {code.label: int((stats.reason[mine] == code).sum())
                   for code in endings.ENDINGS},
     }

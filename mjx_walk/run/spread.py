@@ -35,7 +35,7 @@ import numpy as np
 METRICS = ("success_rate", "fall_rate", "lin_vel_error", "yaw_rate_error")
 """The per-stratum figures whose spread over seeds is reported."""
 MEANS = ("success_rate", "fall_rate", "episode_length", "lin_vel_error", "yaw_rate_error",
-         "return")
+         "return", "body_contact_rate")
 """The per-stratum figures averaged over seeds in a record's `strata`."""
 _ROUNDING = 1e-9
 """A difference of means within this fraction of the largest value compared is rounding: 0."""
@@ -150,10 +150,11 @@ def across_seeds(per_seed: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[s
   Args:
     per_seed: one single-seed `strata` dict per seed, in seed order: {stratum: {"num_envs",
       "success_rate", "fall_rate", "episode_length", "lin_vel_error", "yaw_rate_error",
-      "return", "reset": {reason: count}}}.
+      "return", "body_contact_rate", "reset": {reason: count}}}.
 
   Returns:
-    (strata, spread). strata: per stratum, the mean over seeds of each of MEANS, the num_envs of
+    (strata, spread). strata: per stratum, the mean over seeds of each of MEANS that every seed
+    has (records written before `body_contact_rate` lack it), the num_envs of
     one seed, and the reset counts summed over seeds per reason. spread: per stratum, the
     `summary` of each of METRICS over seeds.
 
@@ -173,7 +174,7 @@ def across_seeds(per_seed: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[s
     strata[name] = {
         "num_envs": counts[0],
         **{key: float(np.mean(np.asarray([s[key] for s in seeds], dtype=float)))
-           for key in MEANS},
+           for key in MEANS if all(key in s for s in seeds)},
         "reset": {reason: sum(s["reset"].get(reason, 0) for s in seeds) for reason in reasons},
     }
     spread[name] = {}
