@@ -7,9 +7,12 @@ stairs up, stairs down, obstacles), drawn from its seed; each env climbs or desc
 difficulty levels from what its episodes walked against their commands (`mjx_walk.sim.terrain`).
 The held-out panel adds the `rough`, `stairs` (10 cm, up and down) and `obstacles` strata to the
 five level-ground ones, and stairs up and down by riser height (`stairs_up_5cm` ...
-`stairs_down_20cm`). The policy sees the ground around it through a height scan (`mjx_walk.sim.height_scan`),
-which has its own branch in the networks; `--config.scan.enabled=False` trains it blind. experiments/README.md, "Terrain", has what it
-reaches and how fast it trains beside the flat default.
+`stairs_down_20cm`). The policy sees the ground around it through a height scan
+(`mjx_walk.sim.height_scan`), which has its own branch in the networks;
+`--config.scan.enabled=False` trains it blind. A thigh brushing the ground costs
+`reward.limb_contact` rather than ending the episode; the trunk's touch ends it.
+experiments/README.md, "Terrain", has what it reaches and how fast it trains beside the flat
+default.
 """
 
 from mjx_walk import config as config_lib

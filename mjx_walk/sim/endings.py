@@ -3,9 +3,9 @@
 `ResetReason` is the one vocabulary of episode ends: the env's `reset_reason`, the ledger's
 `reset/<label>` keys, the panel's reset counts and the trace files all use it. `end_reason`
 judges one control step from what was measured at its end (trunk height and tilt above the
-ground, joint angles, which body geoms touch the ground, finiteness, the step count); the MJX env and the C MuJoCo
-replay (`mjx_walk.deploy.sim2sim`) both call it, so the two simulators end episodes by the
-same rules.
+ground, joint angles, which body geoms touch the ground, finiteness, the step count); the MJX
+env and the C MuJoCo replay (`mjx_walk.deploy.sim2sim`) both call it, so the two simulators end
+episodes by the same rules.
 """
 
 from __future__ import annotations
