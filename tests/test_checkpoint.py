@@ -100,6 +100,15 @@ def _without_wall_clock(records):
   return [{k: v for k, v in r.items() if k not in drop} for r in records if r["kind"] != "recipe"]
 
 
+def _without_newer_figures(records):
+  """`records` without the panel figures added after tests/data/pre_signals_run was written
+  (each stratum's `body_contact_rate`)."""
+  def strata(table):
+    return {name: {k: v for k, v in figures.items() if k != "body_contact_rate"}
+            for name, figures in table.items()}
+  return [{**r, "strata": strata(r["strata"])} if "strata" in r else r for r in records]
+
+
 class SaveRestoreTest(absltest.TestCase):
 
   @classmethod
@@ -385,9 +394,10 @@ class ResumeTest(absltest.TestCase):
 
     _assert_same_computation(self, restored, _host(restore(straight, 4).carry))
     saved_records = _without_wall_clock(ledger.read_run(old))
-    _assert_same_records(self, saved_records,
-                         _without_wall_clock(ledger.read_run(straight))[:len(saved_records)],
-                         "ledger")
+    _assert_same_records(
+        self, saved_records,
+        _without_newer_figures(_without_wall_clock(ledger.read_run(straight)))[
+            :len(saved_records)], "ledger")
     # Continued by the training command's resume, it is the same two chunks computed here from
     # the restored state, bit for bit (one machine, one compilation), and its ledger goes on.
     continued = trainer.devices.place(restore(old).carry, trainer.carry_shardings)
