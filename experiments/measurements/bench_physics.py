@@ -33,6 +33,7 @@ import mujoco
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk.sim import robots
 from mjx_walk.sim import terrain
 from mjx_walk.sim._mjx import mjx
 
@@ -88,14 +89,15 @@ def _heightfield(colliding: tuple[str, ...]) -> Callable[[mujoco.MjSpec], None]:
   return apply
 
 
-def _with_knees(apply_floor: Callable[[mujoco.MjSpec], None],
-                radius: float = 0.02) -> Callable[[mujoco.MjSpec], None]:
-  """`apply_floor`, and a collision sphere of `radius` at each knee (the calf body's origin)."""
+def _with_knees(apply_floor: Callable[[mujoco.MjSpec], None]) -> Callable[[mujoco.MjSpec], None]:
+  """`apply_floor`, and the Go2's knee spheres (`RobotSpec.knees`, `knee_radius`) colliding."""
+  robot = robots.ROBOT_SPECS["go2"]
+
   def apply(spec: mujoco.MjSpec) -> None:
     apply_floor(spec)
-    for leg in LEGS:
-      spec.body(f"{leg}_calf").add_geom(
-          name=f"{leg}_knee", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0],
+    for name, body in robot.knees:
+      spec.body(body).add_geom(
+          name=name, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[robot.knee_radius, 0, 0],
           contype=1, conaffinity=0, condim=1, density=0)
   return apply
 
