@@ -88,6 +88,8 @@ TERRAIN_CURRICULUM = ("tests/test_terrain.py::CurriculumTest",)
 TERRAIN_WRAP = ("tests/test_terrain.py::EnvTerrainTest::test_a_robot_one_tile_away_steps_as_on_"
                 "the_tile",)
 TERRAIN_FAMILIES = ("tests/test_terrain.py::FamiliesTest",)
+TERRAIN_RESET = ("tests/test_terrain.py::EnvTerrainTest::test_an_auto_reset_moves_the_level_by_"
+                 "how_far_the_episode_went",)
 PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
                "signals_restores_and_resumes_bit_for_bit",)
 FIRST_UPDATE_AUDIT = ("tests/test_trainer.py::CollectTest::test_the_audit_counts_the_rollouts_"
@@ -320,8 +322,12 @@ MUTANTS = (
            "  upper = v >= u  # the triangle (0,0), (1,1), (0,1)\n",
            "  upper = u + v <= 1.0\n", TERRAIN_SURFACE),
     Mutant("promotion_without_timeout", "mjx_walk/sim/terrain.py",
-           "  up = timed_out & judged & (progress >= cfg.promote_fraction * commanded)\n",
-           "  up = judged & (progress >= cfg.promote_fraction * commanded)\n", TERRAIN_CURRICULUM),
+           "  up = timed_out & far_enough\n", "  up = far_enough\n", TERRAIN_CURRICULUM),
+    Mutant("promotion_distance_without_the_wrap", "mjx_walk/sim/env.py",
+           "        jnp.linalg.norm(final.data.qpos[0:2] + final.terrain.offset - start))",
+           "        jnp.linalg.norm(final.data.qpos[0:2] - start))", TERRAIN_RESET),
+    Mutant("promotion_by_distance_ignored", "mjx_walk/sim/terrain.py",
+           "  if cfg.promote_distance > 0:\n", "  if False:\n", TERRAIN_CURRICULUM),
     Mutant("wrap_leaves_feet_behind", "mjx_walk/sim/env.py",
            "        task=state.task.replace(foot_xy=state.task.foot_xy - shift),\n",
            "        task=state.task,\n", TERRAIN_WRAP),

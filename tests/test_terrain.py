@@ -309,10 +309,12 @@ class EnvTerrainTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     # As the rough recipes: a thigh's touch costs reward.limb_contact, only the trunk's ends the
-    # episode. The fall height is low, so that a trunk lowered to its thighs' height stands.
+    # episode, and an episode that ends half a tile from its start is promoted. The fall height
+    # is low, so that a trunk lowered to its thighs' height stands.
     cfg = _config(env__init_joint_noise=0.0, env__init_velocity_noise=0.0,
                   env__obs_noise_scale=0.0, env__limb_contact_ends=False,
-                  reward__limb_contact=-1.0, env__fall_height=0.05)
+                  reward__limb_contact=-1.0, env__fall_height=0.05,
+                  terrain__promote_distance=2.0)
     cls.env = env = env_lib.LocomotionEnv(cfg)
     manifest = families.make_manifest(cfg)
     flat = [f for f in manifest.eval_families if f.stratum == "flat"][:2]
@@ -489,12 +491,14 @@ class EnvTerrainTest(absltest.TestCase):
     np.testing.assert_array_less(np.abs(after.data.qpos[:, 0]), GRID.tile_size / 2)
     np.testing.assert_allclose(after.data.qpos[1], after.data.qpos[0], atol=1e-4)
 
-  def test_an_auto_reset_moves_the_level_by_what_the_episode_walked(self):
-    # Both episodes time out on this step with zero commands. Env 0 was commanded nothing and
-    # walked nothing: its level stays. Env 1 has 10 m commanded and walked: it is promoted and
-    # its new ground is the next level's. Catches a level moved by an idle episode (the "first
-    # reset moves levels" pitfall), a promotion not applied or not reported, and bookkeeping not
-    # cleared for the new episode.
+  def test_an_auto_reset_moves_the_level_by_how_far_the_episode_went(self):
+    # Both episodes time out on this step, standing where they started, under the rough
+    # recipes' rule (promoted 2 m from the start). Env 0 walked all of its 10 m commanded, but
+    # back to its start: its level stays. Env 1 walked nothing of its 10 m but was moved back by
+    # one tile on the way (the wrap's offset): it ended 4 m from its start, and is promoted, its
+    # new ground the next level's. Catches the recipe's rule not applied (env 0 promoted, env 1
+    # demoted), the distance read without the wrap's whole tiles (env 1 demoted), a promotion
+    # not applied or not reported, and bookkeeping not cleared for the new episode.
     norm, to_edge = _units()
     family = self._family([STAIRS_UP, STAIRS_UP], [1, 1], [0.05, 0.05], [0.23, 0.23])
     state = self._start(family, same=True)
@@ -502,8 +506,9 @@ class EnvTerrainTest(absltest.TestCase):
     state = state.replace(
         task=state.task.replace(step=jnp.full((2,), last, jnp.int32)),
         terrain=state.terrain.replace(level=jnp.array([4, 4], jnp.int32),
-                                      commanded=jnp.array([0.0, 10.0]),
-                                      progress=jnp.array([0.0, 10.0])))
+                                      offset=jnp.array([[0.0, 0.0], [0.0, -4.0]]),
+                                      commanded=jnp.array([10.0, 10.0]),
+                                      progress=jnp.array([10.0, 0.0])))
     after = self.step(state, self.zero)
     np.testing.assert_array_equal(after.truncated, [True, True])
     np.testing.assert_array_equal(after.terrain.level, [4, 5])
@@ -520,10 +525,20 @@ class EnvTerrainTest(absltest.TestCase):
 # 6. THE CURRICULUM RULES
 
 
-@jax.jit
-def _next_levels(level, terminated, timed_out, commanded, progress):
-  return jax.vmap(functools.partial(terrain.next_level, CFG.terrain))(
-      level, terminated, timed_out, commanded, progress)
+def _next_levels(level, terminated, timed_out, commanded, progress, distance=None,
+                 promote_distance=0.0):
+  """The levels after each episode, under the commanded-fraction rule (`promote_distance`
+  0) or the distance rule."""
+  if distance is None:
+    distance = jnp.zeros_like(commanded)
+  return _next_levels_under(promote_distance)(
+      level, terminated, timed_out, commanded, progress, distance)
+
+
+@functools.cache
+def _next_levels_under(promote_distance):
+  cfg = dataclasses.replace(CFG.terrain, promote_distance=promote_distance)
+  return jax.jit(jax.vmap(functools.partial(terrain.next_level, cfg)))
 
 
 class CurriculumTest(absltest.TestCase):
@@ -553,6 +568,26 @@ class CurriculumTest(absltest.TestCase):
                        jnp.asarray(commanded, jnp.float32), jnp.asarray(progress, jnp.float32))
     np.testing.assert_array_equal(got, want)
     self.assertEqual(got.dtype, jnp.int32)
+
+  def test_distance_rule_on_hand_built_episodes(self):
+    # promote_distance 2 m, demote 0.5, min commanded 2 m. Catches the fraction rule still
+    # deciding promotions, a promotion without the timeout or with a strict comparison, the
+    # minimum commanded distance required of it, and a promotion that loses to a demotion.
+    cases = [  # level, terminated, timed out, commanded, progress, distance -> next level
+        (3, False, True, 10.0, 1.0, 2.0, 4),    # exactly 2 m away, though 10 % walked: up
+        (3, False, True, 10.0, 10.0, 1.99, 3),  # all walked, 1.99 m away: unchanged
+        (3, False, True, 10.0, 4.0, 1.0, 2),    # below 50 % and near its start: down
+        (3, False, False, 10.0, 10.0, 5.0, 3),  # far, but did not time out
+        (3, True, False, 10.0, 10.0, 5.0, 2),   # far, but terminated: down
+        (3, False, True, 1.0, 2.5, 2.5, 4),     # commanded 1 m, went 2.5 m: up
+        (TOP, False, True, 10.0, 10.0, 4.0, TOP),  # clipped at the top
+    ]
+    level, term, timeout, commanded, progress, distance, want = (
+        np.array(c) for c in zip(*cases))
+    f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
+    got = _next_levels(jnp.asarray(level, jnp.int32), jnp.asarray(term), jnp.asarray(timeout),
+                       f32(commanded), f32(progress), f32(distance), promote_distance=2.0)
+    np.testing.assert_array_equal(got, want)
 
   def test_an_always_successful_policy_climbs_to_the_top_and_stays(self):
     # Every episode times out having walked all of its 10 m: from levels 0 .. 3 every env
@@ -693,6 +728,10 @@ class ConfigTest(absltest.TestCase):
         (dict(terrain__initial_level_max=10), r"config\.terrain\.initial_level_max=10 is "
          r"invalid"),
         (dict(terrain__demote_fraction=0.8), r"config\.terrain\.demote_fraction=0\.8 is invalid"),
+        (dict(terrain__promote_distance=-1.0), r"config\.terrain\.promote_distance=-1\.0 is "
+         r"invalid: it must be >= 0"),
+        (dict(terrain__promote_distance=float("nan")), r"config\.terrain\.promote_distance=nan "
+         r"is invalid"),
         (dict(families__spawn_offset=0.5), r"config\.terrain\.platform_size=1\.2 is invalid: "
          r"the robot"),
         (dict(env__terminate_on_body_contact=False),

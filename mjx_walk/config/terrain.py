@@ -20,9 +20,10 @@ class TerrainConfig:
   its own periodic tile of terrain (`mjx_walk.sim.terrain`): a training family's seed fixes its
   terrain type and shape, and the env's curriculum level (0 .. num_levels - 1) fixes the
   difficulty d = level / (num_levels - 1), which scales each type's magnitude linearly from the
-  low to the high end of its range below. On a heightfield only the feet collide with the
-  ground; the trunk and thighs are checked against its surface and end the episode as
-  `body_contact` (`env.terminate_on_body_contact` must be on).
+  low to the high end of its range below. On a heightfield only the feet and the robot's knees
+  collide with the ground; the trunk and thighs are checked against its surface. The trunk's
+  touch ends the episode as `body_contact` (`env.terminate_on_body_contact` must be on), and so
+  does a thigh's unless `env.limb_contact_ends` is off.
   """
 
   ground: str = "plane"
@@ -64,7 +65,13 @@ class TerrainConfig:
   """Each env starts at a level drawn uniformly from 0 .. initial_level_max."""
   promote_fraction: float = 0.8
   """An episode that lasts to the time limit and walks at least this fraction of its commanded
-  distance moves its env one level up."""
+  distance moves its env one level up (when `promote_distance` is 0)."""
+  promote_distance: float = 0.0
+  """When > 0, the promotion rule is instead legged_gym's: an episode that lasts to the time
+  limit and ends at least this far from where it started, m (in a straight line, the wrap's
+  whole tiles included), moves its env one level up, whatever it was commanded; half the tile
+  is the walk from its centre to its edge, across the whole of its terrain. The demotion rule
+  is the same under both."""
   demote_fraction: float = 0.5
   """An episode that terminates (fall, body contact, ...) or walks less than this fraction of
   its commanded distance moves its env one level down."""
@@ -135,5 +142,6 @@ def validate(terrain: TerrainConfig) -> None:
     fail("terrain.demote_fraction", terrain.demote_fraction,
          f"it must be >= 0 and below terrain.promote_fraction={terrain.promote_fraction}")
   check_nonnegative("terrain.min_commanded_distance", terrain.min_commanded_distance)
+  check_nonnegative("terrain.promote_distance", terrain.promote_distance)
   for name in ("panel_rough_height", "panel_stair_height", "panel_obstacle_height"):
     check_nonnegative(f"terrain.{name}", getattr(terrain, name))

@@ -581,9 +581,11 @@ class LocomotionEnv:
           obs=_tree_where(done, fresh.obs, final.obs),
           task=_tree_where(done, fresh.task, final.task),
       )
+    start = self._init_qpos[0:2] + final.family.spawn_offset  # [2]
     level = terrain_lib.next_level(
         self.terrain_config, final.terrain.level, final.terminated, final.truncated,
-        final.terrain.commanded, final.terrain.progress)
+        final.terrain.commanded, final.terrain.progress,
+        jnp.linalg.norm(final.data.qpos[0:2] + final.terrain.offset - start))
     fresh = self.reset(key, final.family, level)
     ground = _tree_where(done, fresh.terrain, final.terrain)
     metrics = dict(final.metrics)

@@ -38,7 +38,8 @@ The curriculum (`next_level`) moves an env's level at the end of each of its epi
 the episode did against its command:
   up one    the episode reached the time limit and walked at least `promote_fraction` of its
             commanded distance (progress along the commanded direction, trunk frame), and was
-            commanded at least `min_commanded_distance`;
+            commanded at least `min_commanded_distance`; or, with `promote_distance` > 0 (as
+            legged_gym), it reached the time limit at least `promote_distance` from its start;
   down one  it terminated (fell, touched the ground with its body, diverged), or it was
             commanded at least `min_commanded_distance` and walked less than `demote_fraction`
             of it;
@@ -334,7 +335,8 @@ def wrap(grid: Grid, xy: jax.Array) -> jax.Array:
 
 
 def next_level(cfg: config_lib.TerrainConfig, level: jax.Array, terminated: jax.Array,
-               timed_out: jax.Array, commanded: jax.Array, progress: jax.Array) -> jax.Array:
+               timed_out: jax.Array, commanded: jax.Array, progress: jax.Array,
+               distance: jax.Array) -> jax.Array:
   """int32 []: the level an env moves to after an episode (the rules in the module docstring).
 
   Args:
@@ -344,9 +346,14 @@ def next_level(cfg: config_lib.TerrainConfig, level: jax.Array, terminated: jax.
     timed_out: bool [], it reached the time limit.
     commanded: float32 [], the distance it was commanded to walk, m.
     progress: float32 [], the distance it walked along the command, m.
+    distance: float32 [], how far from its start it ended, m (a straight line).
   """
   judged = commanded >= cfg.min_commanded_distance
-  up = timed_out & judged & (progress >= cfg.promote_fraction * commanded)
+  if cfg.promote_distance > 0:
+    far_enough = distance >= cfg.promote_distance
+  else:
+    far_enough = judged & (progress >= cfg.promote_fraction * commanded)
+  up = timed_out & far_enough
   down = terminated | (judged & (progress < cfg.demote_fraction * commanded))
   moved = level + up.astype(jnp.int32) - (down & ~up).astype(jnp.int32)
   return jnp.clip(moved, 0, cfg.num_levels - 1).astype(jnp.int32)
