@@ -13,7 +13,9 @@ Each round times the S-seed program alone for --seconds, then the S processes to
 --seconds (each counts the training chunks it finishes within its window, and keeps training
 until every process has finished its window, so none times a machine the others have left).
 Every figure is the median over --repeats rounds; each process's own median is listed too.
-Prints ONE JSON line.
+Prints ONE JSON line. With XLA_FLAGS=--xla_force_host_platform_device_count=D in the
+environment, every process (the S-seed one and the S single-seed ones) sees the CPU as D devices
+and places its seeds or envs over them as on D accelerators.
 
 --config is the training CLI's: a config file, and --config.<field> overrides of any field.
 """
