@@ -70,7 +70,7 @@ class TerrainConfig:
   """When > 0, the promotion rule is instead legged_gym's: an episode that lasts to the time
   limit and ends at least this far from where it started, m (in a straight line, the wrap's
   whole tiles included), moves its env one level up, whatever it was commanded; half the tile
-  is the walk from its centre to its edge, across the whole of its terrain. The demotion rule
+  is the walk from its centre straight to its edge, across its terrain. The demotion rule
   is the same under both."""
   demote_fraction: float = 0.5
   """An episode that terminates (fall, body contact, ...) or walks less than this fraction of
