@@ -75,11 +75,11 @@ def _run_window(compiled, carry, steps: int, seconds: float):
       return carry, done * steps / elapsed
 
 
-def _wait_for(path: pathlib.Path, process: subprocess.Popen | None = None) -> None:
-  """Returns once `path` exists; raises SystemExit if `process` ended before it did."""
+def _wait_for(path: pathlib.Path, process: subprocess.Popen | None = None, k: int = 0) -> None:
+  """Returns once `path` exists; raises SystemExit if seed k's `process` ended before it did."""
   while not path.exists():
     if process is not None and process.poll() is not None:
-      raise SystemExit(f"{process.args[-2]} exited with {process.returncode}")
+      raise SystemExit(f"seed {k}'s process exited with {process.returncode}")
     time.sleep(POLL_SECONDS)
 
 
@@ -114,7 +114,7 @@ def main(argv):
                                  f"--sync_dir={sync}"]) for k in range(seeds)]
     try:
       for k in range(seeds):  # the processes compile together, then this one
-        _wait_for(sync / f"ready_{k}", workers[k])
+        _wait_for(sync / f"ready_{k}", workers[k], k)
       compiled, carry, steps = _chunk(cfg)
       fused, together, each = [], [], [[] for _ in range(seeds)]
       for r in range(_REPEATS.value):
@@ -123,7 +123,7 @@ def main(argv):
         (sync / f"go_{r}").touch()
         rates = []
         for k in range(seeds):
-          _wait_for(sync / f"result_{r}_{k}", workers[k])
+          _wait_for(sync / f"result_{r}_{k}", workers[k], k)
           rates.append(json.loads((sync / f"result_{r}_{k}").read_text()))
           each[k].append(rates[-1])
         (sync / f"stop_{r}").touch()
