@@ -3,6 +3,7 @@ table beside MJX's.
 
   python -m mjx_walk.sim2sim --run_dir=runs/<run> [--step=N] [--seed=K|best]
                              [--policy=onnx|jax] [--solver=converged|mjx]
+                             [--envs_per_family=N]
 
 A run of several training seeds needs --seed (the record says which, `seed`); without one, or
 with one that names none of the run, the command refuses before anything is compiled or written.
@@ -11,7 +12,9 @@ The policy runs in the loop through its ONNX export (`--policy=onnx`, the defaul
 through JAX (`--policy=jax`). C MuJoCo runs in float64 with a converged Newton solver
 (`--solver=converged`); `--solver=mjx` keeps the robot file's MJX solver settings instead, to tell
 a gap the solver makes from one that precision, contacts or the inclined floor make. The MJX
-evaluation of the same checkpoint runs first. The record goes to `sim2sim/<step>.json` and the
+evaluation of the same checkpoint runs first. Each gap comes with its 95% interval over the
+stratum's episodes; `--envs_per_family` plays more episodes of the same evaluation families in
+both simulators than the run's panel has, to narrow the intervals. The record goes to `sim2sim/<step>.json` and the
 run's ledger, and the report shows the latest one. `mjx_walk.deploy.sim2sim` says what is the
 same and what differs.
 """
@@ -36,6 +39,9 @@ _POLICY = flags.DEFINE_string(
     "onnxruntime) or jax (the checkpoint, run by JAX).")
 _SOLVER = flags.DEFINE_string(
     "solver", "converged", f"C MuJoCo's solver settings: {', '.join(sim2sim.SOLVERS)}.")
+_ENVS_PER_FAMILY = flags.DEFINE_integer(
+    "envs_per_family", None, "Envs of each evaluation family, in both simulators; the run's "
+    "panel.envs_per_family by default.")
 
 
 def _actor(pol: policy_lib.Policy, kind: str) -> sim2sim.Act:
@@ -70,6 +76,9 @@ def main(argv: list[str]) -> None:
   if _SOLVER.value not in sim2sim.SOLVERS:
     cli.refuse(f"--solver={_SOLVER.value!r} is invalid: accepted solvers are "
                f"{', '.join(sim2sim.SOLVERS)}")
+  if _ENVS_PER_FAMILY.value is not None and _ENVS_PER_FAMILY.value < 1:
+    cli.refuse(f"--envs_per_family={_ENVS_PER_FAMILY.value} is invalid: it must be a whole "
+               "number of at least 1")
   try:
     pol = policy_lib.load(cli.RUN_DIR.value, cli.STEP.value, cli.SEED.value)
   except (checkpoint.CheckpointError, ValueError) as error:
@@ -78,7 +87,7 @@ def main(argv: list[str]) -> None:
     act = _actor(pol, _POLICY.value)
   except onnx_export.ParityError as error:
     cli.refuse(str(error), status=1)
-  record = sim2sim.check(pol, act, _POLICY.value, _SOLVER.value)
+  record = sim2sim.check(pol, act, _POLICY.value, _SOLVER.value, _ENVS_PER_FAMILY.value)
   folder = run_folder.RunFolder(pol.run_dir)
   path = folder.write_sim2sim(record)
   with ledger.Ledger(folder.ledger_path) as run_ledger:

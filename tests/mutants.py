@@ -76,6 +76,9 @@ SEED_AXIS = ("tests/test_seeds.py::SeedAxisTest",)
 SEED_SPREAD = ("tests/test_seeds.py::EvaluateSeedsTest",)
 OBSERVATIONS = ("tests/test_observations.py",)
 WORLDS = ("tests/test_sim2sim.py::WorldsTest",)
+GAP_INTERVALS = ("tests/test_sim2sim.py::GapsTest", "tests/test_sim2sim.py::GapIntervalsTest")
+SIM2SIM_RECORD = ("tests/test_sim2sim.py::Sim2SimCommandTest::test_writes_the_record_and_prints_"
+                  "the_table",)
 SIM2SIM_COMMAND = ("tests/test_sim2sim.py::Sim2SimCommandTest::test_c_mujoco_with_mjx_solver_"
                    "settings_agrees_with_mjx",)
 EXPORT_PARITY = ("tests/test_export.py::ExportCommandTest::test_the_model_matches_the_jax_"
@@ -276,6 +279,19 @@ MUTANTS = (
     Mutant("sim2sim_clock_stopped", "mjx_walk/deploy/sim2sim.py",
            "      gait_phase = np.asarray(self._step_fns[\"clock\"](gait_phase))\n",
            "      gait_phase = np.asarray(gait_phase)\n", SIM2SIM_COMMAND),
+    # The gaps' intervals: taken over every stratum's envs, or pairing each env with another
+    # env's figures; the verdict reading one end of an interval; the enlarged panel not passed on.
+    Mutant("sim2sim_interval_over_every_stratum", "mjx_walk/deploy/sim2sim.py",
+           "    mine = strata == stratum  # [N]\n",
+           "    mine = np.ones_like(strata, bool)\n", GAP_INTERVALS),
+    Mutant("sim2sim_interval_unpaired", "mjx_walk/deploy/sim2sim.py",
+           "gap = c_figures[key][mine] - mjx_figures[key][mine]",
+           "gap = c_figures[key][mine] - np.roll(mjx_figures[key][mine], 1)", GAP_INTERVALS),
+    Mutant("sim2sim_verdict_reads_one_end", "mjx_walk/deploy/sim2sim.py",
+           "if any(low > TARGETS[key] or high < -TARGETS[key]", "if any(low > TARGETS[key]",
+           GAP_INTERVALS),
+    Mutant("sim2sim_envs_per_family_ignored", "mjx_walk/sim2sim.py",
+           "_SOLVER.value, _ENVS_PER_FAMILY.value)", "_SOLVER.value)", SIM2SIM_RECORD),
     Mutant("onnx_without_normalizer", "mjx_walk/deploy/onnx_policy.py",
            "  normalize = pol.config.ppo.normalize_observations\n",
            "  normalize = False\n", EXPORT_PARITY),

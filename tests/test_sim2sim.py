@@ -28,6 +28,7 @@ from mjx_walk import config as config_lib
 from mjx_walk import sim2sim as sim2sim_cli
 from mjx_walk.analysis import report
 from mjx_walk.deploy import sim2sim
+from mjx_walk.evaluation import panel
 from mjx_walk.run import ledger
 from mjx_walk.run import run_folder
 from mjx_walk.sim import endings
@@ -524,6 +525,74 @@ class GapsTest(absltest.TestCase):
     self.assertFalse(result["slope"]["within_targets"])
 
 
+  def test_the_intervals_say_within_beyond_or_undecided(self):
+    # Catches a verdict that reads one end of an interval, or one target only.
+    figures = dict(success_rate=0.5, fall_rate=0.1, episode_length=400.0, lin_vel_error=0.2,
+                   yaw_rate_error=0.1)
+    strata = {name: figures for name in ("a", "b", "c", "d", "e")}
+    intervals = {"a": {"fall_rate": [-0.05, 0.05], "lin_vel_error": [-0.01, 0.05]},
+                 "b": {"fall_rate": [-0.05, 0.06], "lin_vel_error": [0.0, 0.0]},
+                 "c": {"fall_rate": [0.051, 0.3], "lin_vel_error": [0.0, 0.0]},
+                 "d": {"fall_rate": [0.0, 0.0], "lin_vel_error": [-0.2, -0.051]},
+                 "e": {"fall_rate": [-0.3, 0.3], "lin_vel_error": [-0.06, -0.01]},
+                 "f": {"fall_rate": [0.0, 0.0], "lin_vel_error": [None, None]},
+                 "g": {"fall_rate": [0.1, 0.2], "lin_vel_error": [None, None]}}
+    strata.update(f=figures, g=figures)
+    result = sim2sim.gaps(strata, strata, intervals)
+    self.assertEqual({name: gap["interval_targets"] for name, gap in result.items()},
+                     {"a": "within", "b": "undecided", "c": "beyond", "d": "beyond",
+                      "e": "undecided", "f": "undecided", "g": "beyond"})
+    self.assertEqual(result["c"]["interval"], intervals["c"])
+    self.assertTrue(all(gap["within_targets"] for gap in result.values()))
+    self.assertNotIn("interval", sim2sim.gaps(strata, strata)["a"])
+
+
+class GapIntervalsTest(absltest.TestCase):
+  """The gaps' intervals from hand-built episodes: two evaluation families, `flat` (envs 0, 2,
+  4, 6) and `stairs` (envs 1, 3, 5, 7)."""
+
+  manifest = types.SimpleNamespace(eval_strata=("flat", "stairs"),
+                                   eval_families=[None, None])
+  config = configs.replay()
+
+  def stats(self, fell, lin_vel_error):
+    timeout, fall = endings.ResetReason.TIMEOUT, endings.ResetReason.FALL
+    length = np.full(8, 10, np.int32)
+    return panel.EpisodeStats(
+        alive=np.zeros(8, bool), length=length,
+        reason=np.where(np.asarray(fell), int(fall), int(timeout)).astype(np.int32),
+        episode_return=np.zeros(8, np.float32),
+        lin_vel_error_sum=(np.asarray(lin_vel_error) * length).astype(np.float32),
+        yaw_rate_error_sum=np.zeros(8, np.float32), body_contact_steps=np.zeros(8, np.int32))
+
+  def test_the_gap_is_paired_env_by_env(self):
+    # On flat the same two envs fall in both simulators: every resample of the envs gives a gap
+    # of 0, where resampling each simulator on its own would not. On stairs one env of four
+    # falls in C MuJoCo alone, so the resampled gap is 1/4 of Binomial(4, 1/4): 0 with
+    # probability 0.316 and 0.75 or more with 0.051, 1 with 0.004; its 2.5% and 97.5%
+    # quantiles are 0 and 0.75. The speed errors differ by 0.1 on every stairs env.
+    mjx = self.stats(fell=[1, 0, 1, 0, 0, 0, 0, 0], lin_vel_error=[0.2] * 8)
+    c = self.stats(fell=[1, 1, 1, 0, 0, 0, 0, 0], lin_vel_error=[0.2, 0.3] * 4)
+    intervals = sim2sim.gap_intervals(mjx, c, self.manifest, self.config)
+    chex.assert_trees_all_close(
+        intervals, {"flat": {"fall_rate": [0.0, 0.0], "lin_vel_error": [0.0, 0.0]},
+                    "stairs": {"fall_rate": [0.0, 0.75], "lin_vel_error": [0.1, 0.1]}},
+        atol=1e-6)
+
+  def test_a_figure_that_is_not_finite_leaves_its_interval_undefined(self):
+    # An episode whose state went non-finite in C MuJoCo (stairs env 3): its stratum's speed
+    # interval is [None, None], and nothing else changes. Catches the check failing after its
+    # whole replay, or a NaN interval that compares as inside every target.
+    mjx = self.stats(fell=[0] * 8, lin_vel_error=[0.2] * 8)
+    c = self.stats(fell=[0] * 8, lin_vel_error=[0.2, 0.2, 0.2, np.nan] + [0.2] * 4)
+    intervals = sim2sim.gap_intervals(mjx, c, self.manifest, self.config)
+    self.assertEqual(intervals["stairs"]["lin_vel_error"], [None, None])
+    chex.assert_trees_all_close(
+        (intervals["stairs"]["fall_rate"], intervals["flat"]), (
+            [0.0, 0.0], {"fall_rate": [0.0, 0.0], "lin_vel_error": [0.0, 0.0]}), atol=1e-6)
+    self.assertEqual(sim2sim.interval_verdict(intervals["stairs"]), "undecided")
+
+
 class FormatTest(absltest.TestCase):
 
   def test_the_table_sets_mjx_c_mujoco_and_the_gap_side_by_side(self):
@@ -545,12 +614,26 @@ class FormatTest(absltest.TestCase):
                                "   0.050  +0.000  MISSED   timeout=3 fall=1")
     self.assertIn("onnx policy in C MuJoCo 3.17.0, float64, NEWTON solver (converged: up to "
                   "100 iterations, tolerance 1e-10), EULER at 0.005 s", lines[0])
+    self.assertLen(lines, 4)  # a record without intervals (written before them) has no more
+
+    record["envs_per_family"] = 4
+    record["gap"] = sim2sim.gaps({"friction": m}, {"friction": c}, {
+        "friction": {"fall_rate": [0.0, 0.75], "lin_vel_error": [0.06, 0.125]}})
+    lines = ledger.format_sim2sim(record).splitlines()
+    self.assertEqual(lines[4:], [
+        "95% intervals of d over each stratum's episodes (env by env, paired bootstrap; 4 envs "
+        "per family)",
+        "stratum                   fall d             lin err d  episodes  targets",
+        "friction         [+0.0%, +75.0%]      [+0.060, +0.125]         4  beyond"])
 
 
 class Sim2SimCommandTest(absltest.TestCase):
   """`python -m mjx_walk.sim2sim` on one tiny trained run (one chunk of two updates, its panel
   of half-second episodes), with MJX's solver settings in C MuJoCo, so that the two simulators
-  should agree closely; once with the JAX policy in the loop, once with its ONNX export."""
+  should agree closely; once with the JAX policy in the loop, once with its ONNX export. Both
+  play 4 envs per family, twice the run's panel, so that the enlarged panel is what both
+  simulators play: one MJX panel program more than the suite's others, for 4 episodes a
+  stratum."""
 
   @classmethod
   def setUpClass(cls):
@@ -558,11 +641,11 @@ class Sim2SimCommandTest(absltest.TestCase):
     runs.warm()  # the tiny config's programs, compiled once for every worker
     cls.run_dir = runs.one_chunk(_panel_config(chunks=1), "sim2sim_command_")
     cls.ran = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}", "--policy=jax",
-                                "--solver=mjx")
+                                "--solver=mjx", "--envs_per_family=4")
     cls.path = run_folder.RunFolder(cls.run_dir).sim2sim_dir / "2.json"
     # The ONNX export in the loop (the default), exported by the command since step 2 has none.
     cls.ran_onnx = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}",
-                                     "--solver=mjx")
+                                     "--solver=mjx", "--envs_per_family=4")
     cls.onnx_path = cls.path.parent / "2.2.json"
 
   def test_writes_the_record_and_prints_the_table(self):
@@ -576,19 +659,31 @@ class Sim2SimCommandTest(absltest.TestCase):
     self.assertIn(ledger.format_sim2sim(saved), self.ran.out)
     self.assertEqual(set(saved["strata"]), {"flat", "slope", "push", "payload", "friction"})
     self.assertNotIn("return", saved["strata"]["flat"])
+    # The enlarged panel in both simulators, and every gap inside its own interval.
+    self.assertEqual(saved["envs_per_family"], 4)
+    for stratum, gap in saved["gap"].items():
+      self.assertEqual((saved["strata"][stratum]["num_envs"], saved["mjx"][stratum]["num_envs"]),
+                       (4, 4), stratum)
+      for key in sim2sim.TARGETS:
+        low, high = gap["interval"][key]
+        self.assertTrue(low - 1e-9 <= gap[key] <= high + 1e-9, (stratum, key, gap))
+      self.assertEqual(gap["interval_targets"], sim2sim.interval_verdict(gap["interval"]))
 
   def test_c_mujoco_with_mjx_solver_settings_agrees_with_mjx(self):
     # Same solver, same start, same policy: float64 against float32 over 25 steps. On level
     # ground with sticking feet the two agree to float32 rounding; on the slope (where pyramid
     # edges sit differently around the inclined normal) and on low friction (sliding feet, where
-    # rounding differences grow) to within 0.03 m/s and 0.05 rad/s. Catches a command schedule, push, payload, clock or delay
-    # that the replay applies differently from the env.
+    # rounding differences grow) to within 0.03 m/s and 0.05 rad/s, and an episode may end one
+    # control step earlier or later (on low friction one of the four does, by the same ending).
+    # Catches a command schedule, push, payload, clock or delay that the replay applies
+    # differently from the env.
     saved = json.loads(self.path.read_text())
     for stratum, c in saved["strata"].items():
       m = saved["mjx"][stratum]
-      self.assertEqual(c["reset"], m["reset"], stratum)
-      self.assertEqual(c["episode_length"], m["episode_length"], stratum)
       exact = stratum in ("flat", "push", "payload")
+      self.assertEqual(c["reset"], m["reset"], stratum)
+      self.assertAlmostEqual(c["episode_length"], m["episode_length"],
+                             delta=0.0 if exact else 1 / c["num_envs"], msg=stratum)
       self.assertAlmostEqual(c["lin_vel_error"], m["lin_vel_error"],
                              delta=1e-4 if exact else 0.03, msg=stratum)
       self.assertAlmostEqual(c["yaw_rate_error"], m["yaw_rate_error"],
@@ -635,6 +730,9 @@ class Sim2SimCommandTest(absltest.TestCase):
         "--solver='fast' is invalid: accepted solvers are converged, mjx")
     self.assert_refused(commands.run_main(sim2sim_cli.main),
                         "give the run to check: --run_dir=runs/<run>")
+    self.assert_refused(
+        commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--envs_per_family=0"),
+        "--envs_per_family=0 is invalid: it must be a whole number of at least 1")
     self.assert_refused(
         commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--step=3"),
         f"no checkpoint at step 3 in {self.run_dir / 'checkpoints'}; saved steps: [2]")

@@ -37,9 +37,7 @@ import jax
 
 from mjx_walk import config as config_lib
 from mjx_walk import train  # its flag --config: a file, plus --config.<field> overrides
-from mjx_walk.learn import seeds as seeds_lib
 from mjx_walk.learn import throughput
-from mjx_walk.learn import trainer as trainer_lib
 
 _NUM_ENVS = flags.DEFINE_integer("num_envs", 512, "Envs per seed.")
 _SEEDS = flags.DEFINE_integer("num_seeds", 4, "Seeds, in one program or as processes.")
@@ -50,29 +48,6 @@ _WORKER = flags.DEFINE_integer("worker", -1, "Internal: this process is seed k's
 _SYNC = flags.DEFINE_string("sync_dir", "", "Internal: the folder the processes meet in.")
 
 POLL_SECONDS = 0.02
-
-
-def _chunk(cfg: config_lib.TrainConfig):
-  """The compiled training chunk of `cfg`, its first carry, and env steps per call."""
-  trainer = trainer_lib.make_trainer(config_lib.validate(cfg))
-  carry = trainer.init(seeds_lib.initial_keys(cfg))
-  compiled = throughput.compile_chunk(trainer, carry).compiled
-  carry, metrics = compiled(carry)  # the first call out of the timing
-  jax.block_until_ready(metrics)
-  steps = cfg.num_seeds * cfg.num_envs * cfg.unroll_length * cfg.updates_per_chunk
-  return compiled, carry, steps
-
-
-def _run_window(compiled, carry, steps: int, seconds: float):
-  """Chunks until `seconds` have passed: (the carry, env steps/s over the chunks finished)."""
-  start, done = time.perf_counter(), 0
-  while True:
-    carry, metrics = compiled(carry)
-    jax.block_until_ready(metrics)
-    done += 1
-    elapsed = time.perf_counter() - start
-    if elapsed >= seconds:
-      return carry, done * steps / elapsed
 
 
 def _wait_for(path: pathlib.Path, process: subprocess.Popen | None = None, k: int = 0) -> None:
@@ -86,11 +61,11 @@ def _wait_for(path: pathlib.Path, process: subprocess.Popen | None = None, k: in
 def _worker(cfg: config_lib.TrainConfig, k: int, sync: pathlib.Path) -> None:
   """Seed k's process: compiles, says it is ready, then times a window on each round's go."""
   single = dataclasses.replace(cfg, num_seeds=1, seed=cfg.seed + k)
-  compiled, carry, steps = _chunk(single)
+  compiled, carry, steps = throughput.training_chunk(single)
   (sync / f"ready_{k}").touch()
   for r in range(_REPEATS.value):
     _wait_for(sync / f"go_{r}")
-    carry, sps = _run_window(compiled, carry, steps, _SECONDS.value)
+    carry, sps = throughput.run_window(compiled, carry, steps, _SECONDS.value)
     (sync / f"result_{r}_{k}.tmp").write_text(json.dumps(sps))
     (sync / f"result_{r}_{k}.tmp").rename(sync / f"result_{r}_{k}")
     while not (sync / f"stop_{r}").exists():  # keep the machine as busy as the others see it
@@ -115,10 +90,10 @@ def main(argv):
     try:
       for k in range(seeds):  # the processes compile together, then this one
         _wait_for(sync / f"ready_{k}", workers[k], k)
-      compiled, carry, steps = _chunk(cfg)
+      compiled, carry, steps = throughput.training_chunk(cfg)
       fused, together, each = [], [], [[] for _ in range(seeds)]
       for r in range(_REPEATS.value):
-        carry, sps = _run_window(compiled, carry, steps, _SECONDS.value)
+        carry, sps = throughput.run_window(compiled, carry, steps, _SECONDS.value)
         fused.append(sps)
         (sync / f"go_{r}").touch()
         rates = []

@@ -12,7 +12,10 @@ five level-ground ones, and stairs up and down by riser height (`stairs_up_5cm` 
 `--config.scan.enabled=False` trains it blind. A thigh brushing the ground costs
 `reward.limb_contact` rather than ending the episode; the trunk's touch ends it.
 experiments/README.md, "Terrain", has what it reaches and how fast it trains beside the flat
-default.
+default. On a 2-core CPU it trains 1.35 times faster seen as two devices:
+
+  XLA_FLAGS=--xla_force_host_platform_device_count=2 python -m mjx_walk.train \
+      --config=experiments/recipes/go2_rough.py
 """
 
 from mjx_walk import config as config_lib
@@ -43,10 +46,11 @@ def get_config() -> config_lib.TrainConfig:
   # the base's.
   config.env.limb_contact_ends = False
   config.reward.limb_contact = -1.0
-  # legged_gym's promotion: an episode that lasts to the time limit half a tile (2 m, the walk
-  # from the tile's centre straight to its edge) from its start moves up. Walking 80 % of the
-  # commanded distance held the stairs at median level 2 in the CPU hour, this at 3 up and 4
-  # down (experiments/README.md, "Promotion by distance").
+  # Promotion by distance, as legged_gym's: an episode that lasts to the time limit half a tile
+  # (2 m, the walk from the tile's centre straight to its edge) from its start moves up (one
+  # that falls does not, as it would in legged_gym). Walking 80 % of the commanded distance
+  # held the stairs at median level 2 in the CPU hour, this at 3 up and 4 down
+  # (experiments/README.md, "Promotion by distance").
   config.terrain.promote_distance = config.terrain.tile_size / 2
   config.total_env_steps = 24_000_000
   return config

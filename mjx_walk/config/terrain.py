@@ -67,11 +67,12 @@ class TerrainConfig:
   """An episode that lasts to the time limit and walks at least this fraction of its commanded
   distance moves its env one level up (when `promote_distance` is 0)."""
   promote_distance: float = 0.0
-  """When > 0, the promotion rule is instead legged_gym's: an episode that lasts to the time
-  limit and ends at least this far from where it started, m (in a straight line, the wrap's
-  whole tiles included), moves its env one level up, whatever it was commanded; half the tile
-  is the walk from its centre straight to its edge, across its terrain. The demotion rule
-  is the same under both."""
+  """When > 0, the promotion rule is instead by distance, as legged_gym's: an episode that lasts
+  to the time limit and ends at least this far from where it started, m (in a straight line, the
+  wrap's whole tiles included), moves its env one level up, whatever it was commanded; half the
+  tile is the walk from its centre straight to its edge, across its terrain. Unlike legged_gym,
+  an episode that fell is not promoted, however far it went. The demotion rule is the same
+  under both."""
   demote_fraction: float = 0.5
   """An episode that terminates (fall, body contact, ...) or walks less than this fraction of
   its commanded distance moves its env one level down."""

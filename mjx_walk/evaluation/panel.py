@@ -286,10 +286,35 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
   Returns:
     {"panel_hash": str, "strata": {stratum: {metric: value, "reset": {reason: count}}}}.
   """
-  panel = config.panel
   stats = jax.tree.map(np.asarray, stats)
-  num_envs = stats.length.shape[0]
-  strata = np.array(manifest.eval_strata)[np.arange(num_envs) % len(manifest.eval_families)]
+  episodes = episode_figures(stats, config)
+  strata = env_strata(manifest, stats.length.shape[0])
+  result = {}
+  for stratum in dict.fromkeys(manifest.eval_strata):
+    mine = strata == stratum
+    result[stratum] = {
+        "num_envs": int(mine.sum()),
+        **{key: float(values[mine].mean()) for key, values in episodes.items()},
+        "reset": {code.label: int((stats.reason[mine] == code).sum())
+                  for code in endings.ENDINGS},
+    }
+  return {"panel_hash": manifest.panel_hash, "strata": result}
+
+
+def env_strata(manifest: families.Manifest, num_envs: int) -> np.ndarray:
+  """str [N]: the stratum of each panel env (env j is in evaluation family j % E)."""
+  return np.array(manifest.eval_strata)[np.arange(num_envs) % len(manifest.eval_families)]
+
+
+def episode_figures(stats: EpisodeStats, config: config_lib.TrainConfig) -> dict[str, np.ndarray]:
+  """Each episode's own figures, [N] each, whose mean over a stratum's episodes is the
+  stratum's figure of the same name in `summarize` (success and falls as 1 or 0).
+
+  Args:
+    stats: final statistics, NumPy leaves [N].
+    config: success thresholds (`panel`).
+  """
+  panel = config.panel
   steps = np.maximum(stats.length, 1)
   lin_error = stats.lin_vel_error_sum / steps  # [N]
   yaw_error = stats.yaw_rate_error_sum / steps  # [N]
@@ -299,22 +324,11 @@ def summarize(stats: EpisodeStats, manifest: families.Manifest,
       stats.reason == endings.ResetReason.NONE)
   success = survived & (lin_error < panel.success_lin_vel_error) & (
       yaw_error < panel.success_yaw_rate_error)
-  result = {}
-  for stratum in dict.fromkeys(manifest.eval_strata):
-    mine = strata == stratum
-    result[stratum] = {
-        "num_envs": int(mine.sum()),
-        "success_rate": float(success[mine].mean()),
-        "fall_rate": float((~survived[mine]).mean()),
-        "episode_length": float(stats.length[mine].mean()),
-        "lin_vel_error": float(lin_error[mine].mean()),
-        "yaw_rate_error": float(yaw_error[mine].mean()),
-        "return": float(stats.episode_return[mine].mean()),
-        "body_contact_rate": float((stats.body_contact_steps / steps)[mine].mean()),
-        "reset": {code.label: int((stats.reason[mine] == code).sum())
-                  for code in endings.ENDINGS},
-    }
-  return {"panel_hash": manifest.panel_hash, "strata": result}
+  figures = {"success_rate": success, "fall_rate": ~survived, "episode_length": stats.length,
+             "lin_vel_error": lin_error, "yaw_rate_error": yaw_error,
+             "return": stats.episode_return, "body_contact_rate": stats.body_contact_steps / steps}
+  return {key: values.astype(np.float64) if values.dtype == bool else values
+          for key, values in figures.items()}
 
 
 def evaluate_policy(pol: policy_lib.Policy | policy_lib.SeedPolicies,

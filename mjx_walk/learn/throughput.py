@@ -14,6 +14,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from mjx_walk import config as config_lib
+from mjx_walk.learn import seeds as seeds_lib
 from mjx_walk.learn import trainer as trainer_lib
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import env_state
@@ -61,6 +63,33 @@ def compile_chunk(trainer: trainer_lib.Trainer, carry: trainer_lib.Carry) -> Com
   compiled = trainer.train_chunk.lower(carry).compile()
   seconds = time.perf_counter() - start
   return CompiledChunk(compiled=compiled, seconds=seconds, bytes=program_bytes(compiled))
+
+
+def training_chunk(cfg: config_lib.TrainConfig
+                   ) -> tuple[jax.stages.Compiled, trainer_lib.Carry, int]:
+  """`cfg`'s training chunk compiled and called once (out of any timing): (the compiled chunk,
+  the carry it returned, env steps per call, every seed's together)."""
+  trainer = trainer_lib.make_trainer(config_lib.validate(cfg))
+  carry = trainer.init(seeds_lib.initial_keys(cfg))
+  compiled = compile_chunk(trainer, carry).compiled
+  carry, metrics = compiled(carry)
+  jax.block_until_ready(metrics)
+  steps = cfg.num_seeds * cfg.num_envs * cfg.unroll_length * cfg.updates_per_chunk
+  return compiled, carry, steps
+
+
+def run_window(compiled: jax.stages.Compiled, carry: trainer_lib.Carry, steps: int,
+               seconds: float) -> tuple[trainer_lib.Carry, float]:
+  """Calls the chunk until `seconds` have passed: (the carry, env steps/s over the chunks
+  finished)."""
+  start, done = time.perf_counter(), 0
+  while True:
+    carry, metrics = compiled(carry)
+    jax.block_until_ready(metrics)
+    done += 1
+    elapsed = time.perf_counter() - start
+    if elapsed >= seconds:
+      return carry, done * steps / elapsed
 
 
 def physics_rollout(env: env_lib.LocomotionEnv, num_envs: int, unroll_length: int

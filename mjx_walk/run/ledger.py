@@ -407,4 +407,24 @@ def format_sim2sim(record: dict[str, Any]) -> str:
       row += f"{fmt(m[key], spec):>10}{fmt(c[key], spec):>8}{fmt(gap[key], gap_spec):>8}"
     lines.append(row + f"  {'met' if gap['within_targets'] else 'MISSED':<7}  "
                  f"{_resets(c['reset'])}")
+  if all("interval" in gap for gap in record["gap"].values()):
+    lines += _sim2sim_intervals(record, w)
   return "\n".join(lines)
+
+
+def _sim2sim_intervals(record: dict[str, Any], width: int) -> list[str]:
+  """The 95% interval of each targeted gap per stratum, and what they say of the targets."""
+  keys = list(record["targets"])
+  specs = {key: gap_spec for _, key, _, gap_spec in _SIM2SIM_COLUMNS}
+  labels = {key: label for label, key, _, _ in _SIM2SIM_COLUMNS}
+  lines = [f"95% intervals of d over each stratum's episodes (env by env, paired bootstrap; "
+           f"{record['envs_per_family']} envs per family)",
+           f"{'stratum':<{width}}" + "".join(f"{labels[key] + ' d':>22}" for key in keys)
+           + "  episodes  targets"]
+  for name, gap in record["gap"].items():
+    row = f"{name:<{width}}"
+    for key in keys:
+      low, high = gap["interval"][key]
+      row += f"{'[' + fmt(low, specs[key]) + ', ' + fmt(high, specs[key]) + ']':>22}"
+    lines.append(row + f"{record['strata'][name]['num_envs']:>10}  {gap['interval_targets']}")
+  return lines

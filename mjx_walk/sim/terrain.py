@@ -38,8 +38,9 @@ The curriculum (`next_level`) moves an env's level at the end of each of its epi
 the episode did against its command:
   up one    the episode reached the time limit and walked at least `promote_fraction` of its
             commanded distance (progress along the commanded direction, trunk frame), and was
-            commanded at least `min_commanded_distance`; or, with `promote_distance` > 0 (as
-            legged_gym), it reached the time limit at least `promote_distance` from its start;
+            commanded at least `min_commanded_distance`; or, with `promote_distance` > 0 (the
+            distance as legged_gym's, the time limit as well), it reached the time limit at
+            least `promote_distance` from its start;
   down one  it terminated (fell, touched the ground with its body, diverged), or it was
             commanded at least `min_commanded_distance` and walked less than `demote_fraction`
             of it;
