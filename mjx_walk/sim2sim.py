@@ -14,9 +14,9 @@ through JAX (`--policy=jax`). C MuJoCo runs in float64 with a converged Newton s
 a gap the solver makes from one that precision, contacts or the inclined floor make. The MJX
 evaluation of the same checkpoint runs first. Each gap comes with its 95% interval over the
 stratum's episodes; `--envs_per_family` plays more episodes of the same evaluation families in
-both simulators than the run's panel has, to narrow the intervals. The record goes to `sim2sim/<step>.json` and the
-run's ledger, and the report shows the latest one. `mjx_walk.deploy.sim2sim` says what is the
-same and what differs.
+both simulators than the run's panel has, to narrow the intervals. The record goes to
+`sim2sim/<step>.json` and the run's ledger, and the report shows the latest one.
+`mjx_walk.deploy.sim2sim` says what is the same and what differs.
 """
 
 from __future__ import annotations

@@ -281,13 +281,13 @@ MUTANTS = (
            "      gait_phase = np.asarray(gait_phase)\n", SIM2SIM_COMMAND),
     # The gaps' intervals: taken over every stratum's envs, or pairing each env with another
     # env's figures; the verdict reading one end of an interval; the enlarged panel not passed on.
-    Mutant("sim2sim_interval_over_every_stratum", "mjx_walk/deploy/sim2sim.py",
+    Mutant("sim2sim_interval_over_every_stratum", "mjx_walk/deploy/gaps.py",
            "    mine = strata == stratum  # [N]\n",
            "    mine = np.ones_like(strata, bool)\n", GAP_INTERVALS),
-    Mutant("sim2sim_interval_unpaired", "mjx_walk/deploy/sim2sim.py",
+    Mutant("sim2sim_interval_unpaired", "mjx_walk/deploy/gaps.py",
            "gap = c_figures[key][mine] - mjx_figures[key][mine]",
            "gap = c_figures[key][mine] - np.roll(mjx_figures[key][mine], 1)", GAP_INTERVALS),
-    Mutant("sim2sim_verdict_reads_one_end", "mjx_walk/deploy/sim2sim.py",
+    Mutant("sim2sim_verdict_reads_one_end", "mjx_walk/deploy/gaps.py",
            "if any(low > TARGETS[key] or high < -TARGETS[key]", "if any(low > TARGETS[key]",
            GAP_INTERVALS),
     Mutant("sim2sim_envs_per_family_ignored", "mjx_walk/sim2sim.py",

@@ -27,6 +27,7 @@ import numpy as np
 from mjx_walk import config as config_lib
 from mjx_walk import sim2sim as sim2sim_cli
 from mjx_walk.analysis import report
+from mjx_walk.deploy import gaps as gaps_lib
 from mjx_walk.deploy import sim2sim
 from mjx_walk.evaluation import panel
 from mjx_walk.run import ledger
@@ -516,7 +517,7 @@ class GapsTest(absltest.TestCase):
     mjx = {"flat": figures, "slope": figures}
     c = {"flat": {**figures, "fall_rate": 0.149, "lin_vel_error": 0.249},
          "slope": {**figures, "fall_rate": 0.16, "success_rate": 0.25}}
-    result = sim2sim.gaps(mjx, c)
+    result = gaps_lib.gaps(mjx, c)
     self.assertAlmostEqual(result["flat"]["fall_rate"], 0.049)
     self.assertAlmostEqual(result["flat"]["lin_vel_error"], 0.049)
     self.assertTrue(result["flat"]["within_targets"])
@@ -538,13 +539,13 @@ class GapsTest(absltest.TestCase):
                  "f": {"fall_rate": [0.0, 0.0], "lin_vel_error": [None, None]},
                  "g": {"fall_rate": [0.1, 0.2], "lin_vel_error": [None, None]}}
     strata.update(f=figures, g=figures)
-    result = sim2sim.gaps(strata, strata, intervals)
+    result = gaps_lib.gaps(strata, strata, intervals)
     self.assertEqual({name: gap["interval_targets"] for name, gap in result.items()},
                      {"a": "within", "b": "undecided", "c": "beyond", "d": "beyond",
                       "e": "undecided", "f": "undecided", "g": "beyond"})
     self.assertEqual(result["c"]["interval"], intervals["c"])
     self.assertTrue(all(gap["within_targets"] for gap in result.values()))
-    self.assertNotIn("interval", sim2sim.gaps(strata, strata)["a"])
+    self.assertNotIn("interval", gaps_lib.gaps(strata, strata)["a"])
 
 
 class GapIntervalsTest(absltest.TestCase):
@@ -573,7 +574,7 @@ class GapIntervalsTest(absltest.TestCase):
     # quantiles are 0 and 0.75. The speed errors differ by 0.1 on every stairs env.
     mjx = self.stats(fell=[1, 0, 1, 0, 0, 0, 0, 0], lin_vel_error=[0.2] * 8)
     c = self.stats(fell=[1, 1, 1, 0, 0, 0, 0, 0], lin_vel_error=[0.2, 0.3] * 4)
-    intervals = sim2sim.gap_intervals(mjx, c, self.manifest, self.config)
+    intervals = gaps_lib.gap_intervals(mjx, c, self.manifest, self.config)
     chex.assert_trees_all_close(
         intervals, {"flat": {"fall_rate": [0.0, 0.0], "lin_vel_error": [0.0, 0.0]},
                     "stairs": {"fall_rate": [0.0, 0.75], "lin_vel_error": [0.1, 0.1]}},
@@ -585,12 +586,12 @@ class GapIntervalsTest(absltest.TestCase):
     # whole replay, or a NaN interval that compares as inside every target.
     mjx = self.stats(fell=[0] * 8, lin_vel_error=[0.2] * 8)
     c = self.stats(fell=[0] * 8, lin_vel_error=[0.2, 0.2, 0.2, np.nan] + [0.2] * 4)
-    intervals = sim2sim.gap_intervals(mjx, c, self.manifest, self.config)
+    intervals = gaps_lib.gap_intervals(mjx, c, self.manifest, self.config)
     self.assertEqual(intervals["stairs"]["lin_vel_error"], [None, None])
     chex.assert_trees_all_close(
         (intervals["stairs"]["fall_rate"], intervals["flat"]), (
             [0.0, 0.0], {"fall_rate": [0.0, 0.0], "lin_vel_error": [0.0, 0.0]}), atol=1e-6)
-    self.assertEqual(sim2sim.interval_verdict(intervals["stairs"]), "undecided")
+    self.assertEqual(gaps_lib.interval_verdict(intervals["stairs"]), "undecided")
 
 
 class FormatTest(absltest.TestCase):
@@ -606,8 +607,8 @@ class FormatTest(absltest.TestCase):
                       "settings": "converged", "iterations": 100, "tolerance": 1e-10,
                       "integrator": "EULER", "physics_timestep": 0.005,
                       "slope": "inclined floor, vertical gravity"},
-        "targets": sim2sim.TARGETS, "mjx": {"friction": m}, "strata": {"friction": c},
-        "gap": sim2sim.gaps({"friction": m}, {"friction": c})}
+        "targets": gaps_lib.TARGETS, "mjx": {"friction": m}, "strata": {"friction": c},
+        "gap": gaps_lib.gaps({"friction": m}, {"friction": c})}
     lines = ledger.format_sim2sim(record).splitlines()
     self.assertEqual(lines[3], "friction      100.0%   75.0%  -25.0%      0.0%   25.0%  +25.0%"
                                "     500.0   410.5   -89.5     0.100   0.200  +0.100     0.050"
@@ -617,7 +618,7 @@ class FormatTest(absltest.TestCase):
     self.assertLen(lines, 4)  # a record without intervals (written before them) has no more
 
     record["envs_per_family"] = 4
-    record["gap"] = sim2sim.gaps({"friction": m}, {"friction": c}, {
+    record["gap"] = gaps_lib.gaps({"friction": m}, {"friction": c}, {
         "friction": {"fall_rate": [0.0, 0.75], "lin_vel_error": [0.06, 0.125]}})
     lines = ledger.format_sim2sim(record).splitlines()
     self.assertEqual(lines[4:], [
@@ -664,10 +665,10 @@ class Sim2SimCommandTest(absltest.TestCase):
     for stratum, gap in saved["gap"].items():
       self.assertEqual((saved["strata"][stratum]["num_envs"], saved["mjx"][stratum]["num_envs"]),
                        (4, 4), stratum)
-      for key in sim2sim.TARGETS:
+      for key in gaps_lib.TARGETS:
         low, high = gap["interval"][key]
         self.assertTrue(low - 1e-9 <= gap[key] <= high + 1e-9, (stratum, key, gap))
-      self.assertEqual(gap["interval_targets"], sim2sim.interval_verdict(gap["interval"]))
+      self.assertEqual(gap["interval_targets"], gaps_lib.interval_verdict(gap["interval"]))
 
   def test_c_mujoco_with_mjx_solver_settings_agrees_with_mjx(self):
     # Same solver, same start, same policy: float64 against float32 over 25 steps. On level

@@ -53,9 +53,9 @@ import mujoco
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk.deploy import gaps
 from mjx_walk.evaluation import panel
 from mjx_walk.run import policy as policy_lib
-from mjx_walk.run import spread
 from mjx_walk.sim import endings
 from mjx_walk.sim import env as env_lib
 from mjx_walk.sim import env_state
@@ -72,11 +72,6 @@ SOLVERS = {
 }
 """C MuJoCo's constraint-solver settings by name: changes to the robot file's options, which are
 MJX's (`mjx` changes nothing)."""
-
-COMPARED = ("success_rate", "fall_rate", "episode_length", "lin_vel_error", "yaw_rate_error")
-"""The per-stratum figures compared; the gap is C MuJoCo minus MJX."""
-TARGETS = {"fall_rate": 0.05, "lin_vel_error": 0.05}
-"""The largest gaps (absolute) at which a stratum's behaviour counts as carried over."""
 
 RAY_START = 0.5
 """How far above the trunk's height plus the scan's lowest reading each scan ray starts, m."""
@@ -514,80 +509,9 @@ class CMuJoCoPanel:
     return summary
 
 
-def gaps(mjx_strata: dict[str, Any], c_strata: dict[str, Any],
-         intervals: dict[str, dict[str, list[float]]] | None = None) -> dict[str, Any]:
-  """Per stratum: C MuJoCo minus MJX for each of `COMPARED`, and whether `TARGETS` are met.
-
-  With `intervals` (`gap_intervals`), each stratum also gets them (`interval`, the 95% interval
-  of each targeted gap) and what they say of the targets (`interval_targets`):
-    within     every interval lies inside its target: the gap is within the targets;
-    beyond     some interval lies wholly outside its target: the gap is shown to exceed it;
-    undecided  neither: the stratum's episodes are too few to tell, whatever `within_targets`
-               (the gaps themselves against the targets) says.
-  """
-  result = {}
-  for stratum, c in c_strata.items():
-    m = mjx_strata[stratum]
-    gap = {key: c[key] - m[key] for key in COMPARED}
-    gap["within_targets"] = all(abs(gap[key]) <= limit for key, limit in TARGETS.items())
-    if intervals is not None:
-      gap["interval"] = intervals[stratum]
-      gap["interval_targets"] = interval_verdict(intervals[stratum])
-    result[stratum] = gap
-  return result
-
-
-def interval_verdict(interval: dict[str, list[float]]) -> str:
-  """"within", "beyond" or "undecided" (`gaps`): the 95% intervals of a stratum's targeted gaps
-  ({key of TARGETS: [low, high]}, [None, None] for none) against `TARGETS`."""
-  known = {key: interval[key] for key in TARGETS if None not in interval[key]}
-  if any(low > TARGETS[key] or high < -TARGETS[key] for key, (low, high) in known.items()):
-    return "beyond"
-  if len(known) == len(TARGETS) and all(
-      -TARGETS[key] <= low and high <= TARGETS[key] for key, (low, high) in known.items()):
-    return "within"
-  return "undecided"
-
-
-def gap_intervals(mjx_stats: panel.EpisodeStats, c_stats: panel.EpisodeStats,
-                  manifest: families.Manifest, config: config_lib.TrainConfig
-                  ) -> dict[str, dict[str, list[float]]]:
-  """Per stratum, the 95% interval of each targeted gap (`TARGETS`), C MuJoCo minus MJX.
-
-  Both simulators play the same envs from the same first states, so the gap is taken env by env
-  (each env's figure in C MuJoCo minus its figure in MJX: a fall is 1, a survived episode 0)
-  and the stratum's per-env gaps are resampled together (`spread.bootstrap_ci`, a paired
-  percentile bootstrap of their mean: 10,000 resamples, seed 0). Here the unit is the episode,
-  not the training seed: the question is how far the two simulators' figures for this one
-  policy can be apart given how few episodes each stratum has.
-
-  Args:
-    mjx_stats, c_stats: each simulator's final statistics, leaves [N], env j in evaluation
-      family j % E.
-    manifest: gives each evaluation family's stratum.
-    config: the panel's success thresholds.
-
-  Returns:
-    {stratum: {key of TARGETS: [low, high]}}; [None, None] where an episode's figure is not
-    finite (a state that went non-finite).
-  """
-  mjx_figures, c_figures = (panel.episode_figures(jax.tree.map(np.asarray, stats), config)
-                            for stats in (mjx_stats, c_stats))
-  strata = panel.env_strata(manifest, len(mjx_figures["fall_rate"]))
-  intervals = {}
-  for stratum in dict.fromkeys(manifest.eval_strata):
-    mine = strata == stratum  # [N]
-    intervals[stratum] = {}
-    for key in TARGETS:
-      gap = c_figures[key][mine] - mjx_figures[key][mine]  # [episodes]
-      intervals[stratum][key] = (list(spread.bootstrap_ci(gap)) if np.isfinite(gap).all()
-                                 else [None, None])
-  return intervals
-
-
 def record(pol: policy_lib.Policy, policy_kind: str, envs_per_family: int,
            mjx_summary: dict[str, Any], c_summary: dict[str, Any], simulator: dict[str, Any],
-           seconds: float, intervals: dict[str, dict[str, list[float]]] | None = None
+           seconds: float, intervals: dict[str, dict[str, list[float | None]]] | None = None
            ) -> dict[str, Any]:
   """The `kind="sim2sim"` ledger record of one check; of one seed of a multi-seed run, with its
   `seed`. `envs_per_family` is the panel's in the check (which may have enlarged the run's)."""
@@ -596,9 +520,9 @@ def record(pol: policy_lib.Policy, policy_kind: str, envs_per_family: int,
       "kind": "sim2sim", "update": pol.step, "env_steps": pol.step * pol.config.batch_size,
       "policy": policy_kind, **seed, "simulator": simulator, "panel_hash": c_summary["panel_hash"],
       "envs_per_family": envs_per_family,
-      "wall_seconds": seconds, "targets": TARGETS, "mjx": mjx_summary["strata"],
+      "wall_seconds": seconds, "targets": gaps.TARGETS, "mjx": mjx_summary["strata"],
       "strata": c_summary["strata"],
-      "gap": gaps(mjx_summary["strata"], c_summary["strata"], intervals),
+      "gap": gaps.gaps(mjx_summary["strata"], c_summary["strata"], intervals),
   }
 
 
@@ -629,4 +553,4 @@ def check(pol: policy_lib.Policy, act: Act, policy_kind: str, solver: str = "con
   return record(pol, policy_kind, config.panel.envs_per_family,
                 panel.summarize(mjx_stats, pol.manifest, config),
                 world.summarize(c_stats), world.simulator, seconds,
-                gap_intervals(mjx_stats, c_stats, pol.manifest, config))
+                gaps.gap_intervals(mjx_stats, c_stats, pol.manifest, config))

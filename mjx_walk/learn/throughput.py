@@ -1,8 +1,8 @@
-"""The benchmark timers: the compiled training chunk with XLA's memory estimate, the env's
-physics-only rollout, and timing one call.
+"""The benchmark timers: the compiled training chunk with XLA's memory estimate, a config's chunk
+ready to time and the window that times it, the env's physics-only rollout, and timing one call.
 
-What the throughput measurements share (`experiments/measurements/bench_throughput.py` and
-`experiments/gpu_check.py`); it defines no flags and touches no file.
+What the throughput measurements share (`experiments/gpu_check.py` and the `bench_*.py` scripts
+of `experiments/measurements/`); it defines no flags and touches no file.
 """
 
 from __future__ import annotations
