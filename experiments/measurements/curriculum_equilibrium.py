@@ -16,7 +16,8 @@ three rules:
              (its time limit not required);
   legged_gym promotion as `no_timeout`, demotion only for walking less than demote_fraction of
              the command (a fall demotes nothing by itself), as legged_gym's
-             `_update_terrain_curriculum`.
+             `_update_terrain_curriculum`; what was walked is still the progress along the
+             command, where legged_gym takes the straight distance from the start.
 From the fixed policy's chance of moving up and down at each level, the levels form a birth and
 death chain whose stationary distribution (pi[l+1] / pi[l] = up[l] / down[l+1]) is where the
 curriculum settles if the policy stopped learning. Prints ONE JSON line: per type, per level the
