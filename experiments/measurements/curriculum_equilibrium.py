@@ -38,7 +38,6 @@ import numpy as np
 
 from mjx_walk import cli
 from mjx_walk.learn import networks
-from mjx_walk.learn import normalizer
 from mjx_walk.run import checkpoint
 from mjx_walk.run import policy as policy_lib
 from mjx_walk.sim import env as env_lib
@@ -68,16 +67,11 @@ def episodes(pol: policy_lib.Policy, kind: str, per_level: int, deterministic: b
   levels = np.repeat(np.arange(config.terrain.num_levels), per_level)
   family = jax.tree.map(lambda x: x[np.resize(mine, per_level)][np.tile(
       np.arange(per_level), config.terrain.num_levels)], params)
-  start = env._init_qpos[0:2] + family.spawn_offset  # [N, 2]
-  stats = pol.params.normalizer
-  policy_stats = normalizer.NormalizerState(mean=stats.mean["policy"], var=stats.var["policy"],
-                                            count=stats.count)
+  start = env.robot.init_qpos[0:2] + family.spawn_offset  # [N, 2], as the env's auto-reset
 
   def act(obs: jax.Array, key: jax.Array) -> jax.Array:
-    if config.ppo.normalize_observations:
-      obs = normalizer.normalize(policy_stats, obs)
-    mean, std = pol.networks.policy(
-        networks.ActorCriticParams(actor=pol.params.actor, critic=None), obs)
+    mean, std = policy_lib.action_distribution(
+        pol.networks, config.ppo.normalize_observations, pol.params, obs)
     return mean if deterministic else networks.sample(key, mean, std)
 
   @jax.jit

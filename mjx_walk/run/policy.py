@@ -53,10 +53,10 @@ class PolicyParams:
   read."""
 
 
-def mean_action(nets: networks.ActorCritic, normalize: bool, params: PolicyParams,
-                policy_obs: jax.Array) -> jax.Array:
-  """The policy's deterministic action: normalise the observation if the run does, then the
-  actor's mean.
+def action_distribution(nets: networks.ActorCritic, normalize: bool, params: PolicyParams,
+                        policy_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """The policy's Gaussian over actions: normalise the observation if the run does, then the
+  actor.
 
   Args:
     nets: the actor-critic (static); only the actor is applied.
@@ -65,16 +65,21 @@ def mean_action(nets: networks.ActorCritic, normalize: bool, params: PolicyParam
     policy_obs: float32 [..., O] policy observations.
 
   Returns:
-    float32 [..., A] mean actions, raw (the env clips and scales them).
+    (mean, std): float32 [..., A] each, raw actions (the env clips and scales them).
   """
   if normalize:
     stats = params.normalizer
     policy_stats = normalizer.NormalizerState(
         mean=stats.mean["policy"], var=stats.var["policy"], count=stats.count)
     policy_obs = normalizer.normalize(policy_stats, policy_obs)  # [..., O]
-  mean, _ = nets.policy(networks.ActorCriticParams(actor=params.actor, critic=None),
-                        policy_obs)  # [..., A]
-  return mean
+  return nets.policy(networks.ActorCriticParams(actor=params.actor, critic=None), policy_obs)
+
+
+def mean_action(nets: networks.ActorCritic, normalize: bool, params: PolicyParams,
+                policy_obs: jax.Array) -> jax.Array:
+  """The policy's deterministic action, the mean of `action_distribution`: float32 [..., A],
+  raw (the env clips and scales it)."""
+  return action_distribution(nets, normalize, params, policy_obs)[0]
 
 
 _jitted_mean_action = jax.jit(mean_action, static_argnums=(0, 1))
