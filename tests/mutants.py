@@ -71,6 +71,8 @@ SHARDED_STEP = ("tests/test_sharding.py::CollectivesTest::test_an_sgd_step_on_a_
 SHARDED_NORMALIZER = ("tests/test_sharding.py::CollectivesTest::test_normalizer_merges_every_"
                       "devices_moments_exactly",)
 SHARDED_ROWS = ("tests/test_sharding.py::CollectivesTest",)
+AFTER = ("tests/test_sharding.py::CollectivesTest::test_after_hands_the_tree_back_bitwise_"
+         "computed_from_the_loops_output",)
 CONFIG = ("tests/test_config.py",)
 SEED_AXIS = ("tests/test_seeds.py::SeedAxisTest",)
 SEED_SPREAD = ("tests/test_seeds.py::EvaluateSeedsTest",)
@@ -323,6 +325,26 @@ MUTANTS = (
            "  differing = differing_copies(tree)\n", "  differing = []\n",
            ("tests/test_sharding.py::DevicesTest::test_the_train_state_is_the_same_on_every_"
             "device",)),
+    # The rollout handed to the metrics' all-reduces before the PPO epochs' collectives are
+    # done (the CI stall on 2 forced devices), and `after` letting XLA drop its dependency or
+    # changing a NaN-valued loop's tree.
+    Mutant("metrics_reduced_beside_the_epochs", "mjx_walk/learn/trainer.py",
+           "  traj, early_ends, advantages, returns = sharding.after(\n",
+           "  traj, early_ends, advantages, returns = (lambda tree, *_: tree)(\n",
+           ("tests/test_sharding.py::DevicesTest::test_no_collective_can_wait_beside_a_loops_"
+            "own",)),
+    Mutant("family_counts_beside_the_minibatches", "mjx_walk/learn/trainer.py",
+           "  samples = sharding.after(permutation.reshape(num_minibatches, -1), carry, axis)\n",
+           "  samples = permutation.reshape(num_minibatches, -1)\n",
+           ("tests/test_sharding.py::DevicesTest::test_no_collective_can_wait_beside_a_loops_"
+            "own",)),
+    Mutant("after_folded_away", "mjx_walk/learn/sharding.py",
+           "  return jax.tree.map(lambda x: jnp.where(never, jnp.zeros_like(x), x), tree)\n",
+           "  return jax.tree.map(lambda x: jnp.where(False, jnp.zeros_like(x), x), tree)\n",
+           AFTER),
+    Mutant("after_nan_is_not_never", "mjx_walk/learn/sharding.py",
+           "  never = (first != first) & (first == first)",
+           "  never = first != first", AFTER),
     # The batch rule: the learning rate scaled linearly (SGD's rule), the families left as they
     # were, and a --scale_num_envs the training command never applies.
     Mutant("scaling_lr_linear", "mjx_walk/scaling.py",

@@ -6,6 +6,9 @@ devices (a process's device count is fixed when JAX starts):
 On meshes of 2 and 4 of the 4 CPU devices, with the tiny test config, it writes to OUT_DIR:
   init_<D>.npz         the initial carry, gathered to the host (leaf name -> array)
   chunk_<D>.npz        the carry after one chunk, and its metrics under `metric/...`
+  collectives.json     per program (D devices, or S seeds on 4), how many collectives the
+                       compiled chunk holds and those that could wait beside a loop's own
+                       (`collective_order.overlaps`)
   replicas.json        per D, the leaves of the train state whose copies differ between devices,
                        what `check_replicated` said of an array with two different copies,
                        and what `runner.run` said of a batch that does not split over 4 devices
@@ -37,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
+import collective_order  # pylint: disable=g-import-not-at-top,wrong-import-position
 import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
 from mjx_walk import runner  # pylint: disable=wrong-import-position
 from mjx_walk.learn import seeds as seeds_lib  # pylint: disable=wrong-import-position
@@ -58,15 +62,23 @@ def flat(tree) -> dict[str, np.ndarray]:
           for path, leaf in jax.tree_util.tree_leaves_with_path(host)}
 
 
+def collectives(trainer: trainer_lib.Trainer, carry) -> dict[str, object]:
+  """What `collective_order` reads in the trainer's chunk, compiled for `carry` (the program the
+  chunk's first call then runs)."""
+  text = trainer.train_chunk.lower(carry).compile().as_text()
+  return {"count": collective_order.count(text), "overlaps": collective_order.overlaps(text)}
+
+
 def main(out: pathlib.Path) -> None:
   assert jax.device_count() == 4, jax.devices()
   out.mkdir(parents=True, exist_ok=True)
   mesh = {d: sharding.make(jax.devices()[:d]) for d in (2, 4)}
   trainers = {d: trainer_lib.make_trainer(config(2), devices=mesh[d]) for d in (2, 4)}
-  replicas = {}
+  replicas, programs = {}, {}
   for d, trainer in trainers.items():
     carry = trainer.init(jax.random.key(0))
     np.savez(out / f"init_{d}.npz", **flat(carry))
+    programs[f"{d} devices"] = collectives(trainer, carry)
     carry, metrics = trainer.train_chunk(carry)
     replicas[d] = sharding.differing_copies(carry.train)
     np.savez(out / f"chunk_{d}.npz", **flat(carry),
@@ -112,7 +124,9 @@ def main(out: pathlib.Path) -> None:
   meshes = {}
   for num_seeds in (2, 4):
     trainer = trainer_lib.make_trainer(config(1, num_seeds=num_seeds))
-    carry, metrics = trainer.train_chunk(trainer.init(seeds_lib.initial_keys(trainer.config)))
+    carry = trainer.init(seeds_lib.initial_keys(trainer.config))
+    programs[f"{num_seeds} seeds"] = collectives(trainer, carry)
+    carry, metrics = trainer.train_chunk(carry)
     meshes[num_seeds] = {"shape": dict(trainer.devices.mesh.shape),
                          "describe": trainer.devices.describe(),
                          "differing": sharding.differing_copies(carry.train)}
@@ -133,6 +147,7 @@ def main(out: pathlib.Path) -> None:
       placed, _ = two.train_chunk(placed)
       np.savez(out / "seeds_restored_chunk.npz", **flat(placed))
   (out / "seeds.json").write_text(json.dumps(meshes))
+  (out / "collectives.json").write_text(json.dumps(programs))
 
   # The same checkpoint resumed on 4 devices by the training command's resume, which says so.
   resharded = out / "resharded"

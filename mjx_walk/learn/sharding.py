@@ -26,7 +26,9 @@ of which are the identity on one device (`axis_name` None):
   `total`                   a count summed over devices;
   `local_rows`              this device's block of an array built for the whole batch (the
                             reset keys, the family draws, the action noise), so that env i
-                            gets the same key, family and noise on any number of devices.
+                            gets the same key, family and noise on any number of devices;
+  `after`                   a tree held back until a loop holding collectives has finished, so
+                            that no collective outside the loop runs beside the loop's own.
 The normalizer merges its per-device moments exactly (`normalizer.update(axis_name=...)`).
 
 On the host: `Devices.place` puts a host tree onto the mesh (a checkpoint restored on any
@@ -45,6 +47,7 @@ from typing import Any
 
 import jax
 from jax.experimental import multihost_utils
+import jax.numpy as jnp
 import jaxlib.version
 import numpy as np
 
@@ -243,6 +246,33 @@ def mean(x: Any, axis_name: str | None) -> Any:
 def total(x: Any, axis_name: str | None) -> Any:
   """The sum over devices of a tree of counts (the identity on one device)."""
   return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+
+def after(tree: Any, done: Any, axis_name: str | None) -> Any:
+  """`tree`, bitwise, but computed once `done` is: the identity on one device.
+
+  On several devices, hand the outputs of a loop that holds collectives through this before
+  anything outside it reduces them. XLA's CPU runtime (jaxlib 0.10 to 0.12) orders a program's
+  collectives by when they start, not by when they finish, and a loop can return before its
+  body has. So the metrics' reductions of an update could start while its PPO epochs still
+  waited in an all-reduce. Each waiting collective holds one worker of the one thread pool
+  that every forced host device shares. On 2 cores, one device that ran ahead could hold both
+  workers, and the other device never reached the collectives it was waited for. CI saw this in
+  the 2-device learning run: device 0 waited in two all-reduces at once until the
+  900-second timeout. Reading `done` makes each leaf a new value that the runtime computes only
+  after the loop has finished. `tests/test_sharding.py` reads the compiled update for any
+  collective that could start before such a loop ends.
+
+  Args:
+    tree: arrays of any dtypes.
+    done: what the loop wrote (its first leaf, floating-point, is read).
+    axis_name: the shard_map's axis; None on one device.
+  """
+  if axis_name is None:
+    return tree
+  first = jnp.ravel(jax.tree.leaves(done)[0])[0]
+  never = (first != first) & (first == first)  # False, NaN included; XLA cannot fold it
+  return jax.tree.map(lambda x: jnp.where(never, jnp.zeros_like(x), x), tree)
 
 
 def device_count(axis_name: str | None) -> int:

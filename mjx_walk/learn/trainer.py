@@ -38,7 +38,9 @@ everywhere. Global minibatch m is the union of every device's m-th minibatch, ea
 within that device's samples. The reset keys, family draws and action noise are drawn for the
 whole batch and sliced, so env i gets the same ones on any number of devices. The update's
 metrics are then computed outside the shard_map from the [T, N] rollout split over the devices,
-as on one device. On one device nothing is wrapped: the program is the one-device program.
+as on one device; the rollout leaves the shard_map only once the epochs' collectives are done
+(`sharding.after`: XLA's CPU runtime could otherwise run both at once and stall). On one
+device nothing is wrapped: the program is the one-device program.
 
 Several training seeds (`config.num_seeds` S > 1) train in the same jitted chunk: every leaf of
 the carry gains a leading [S] seed axis, and each update and its metrics are `jax.vmap`ped over
@@ -436,8 +438,9 @@ def _epoch_step(
   minibatches = jax.tree.map(
       lambda x: x[permutation].reshape((num_minibatches, -1) + x.shape[1:]), batch)
   carry, loss_metrics = jax.lax.scan(functools.partial(_minibatch_step, parts), carry, minibatches)
+  samples = sharding.after(permutation.reshape(num_minibatches, -1), carry, axis)
   counts = sharding.total(audit.family_counts(
-      permutation.reshape(num_minibatches, -1), parts.local_envs, parts.num_families,
+      samples, parts.local_envs, parts.num_families,
       first_env=sharding.first_row(parts.local_envs, axis)), axis)  # [M, F]
   loss_metrics["families/per_minibatch"] = jnp.sum(counts > 0, axis=1)  # [M]
   loss_metrics["sync/effective_families"] = audit.effective_families(counts)  # [M]
@@ -499,6 +502,8 @@ def _local_update(parts: _Parts, carry: Carry) -> tuple[Carry, _LocalUpdate]:
   )
   train = train.replace(
       params=params, opt_state=opt_state, key=key, update_step=train.update_step + 1)
+  traj, early_ends, advantages, returns = sharding.after(  # reduced outside, after the epochs
+      (traj, early_ends, advantages, returns), params, parts.axis_name)
   return carry.replace(train=train), _LocalUpdate(
       traj=traj, early_ends=early_ends, advantages=advantages, returns=returns,
       loss_metrics=loss_metrics)
@@ -571,23 +576,9 @@ def _update_metrics(parts: _Parts, train: TrainState, out: _LocalUpdate) -> Metr
                                                              traj.policy_obs[0, :1])[1])
   metrics["ppo/learning_rate"] = ppo.get_learning_rate(train.opt_state)
   if "terrain/level" in traj.metrics:
-    metrics.update(_curriculum_metrics(parts, traj.metrics))
+    metrics.update(terrain_lib.curriculum_metrics(parts.config.terrain, traj.metrics))
   metrics["guard/nonfinite"] = nonfinite
   return metrics
-
-
-def _curriculum_metrics(parts: _Parts, step_metrics: Metrics) -> Metrics:
-  """The curriculum at the end of an update: envs per terrain type and level
-  (`terrain/levels`, float32 [types, levels]), the mean level, and the episodes of the update
-  that moved their env up or down."""
-  kinds = step_metrics["terrain/type"][-1].astype(jnp.int32)  # [N]
-  levels = step_metrics["terrain/level"][-1].astype(jnp.int32)  # [N]
-  return {
-      "terrain/levels": terrain_lib.level_counts(parts.config.terrain, kinds, levels),
-      "terrain/mean_level": jnp.mean(levels.astype(jnp.float32)),
-      "terrain/promotions": jnp.sum(step_metrics["terrain/promoted"]),
-      "terrain/demotions": jnp.sum(step_metrics["terrain/demoted"]),
-  }
 
 
 def update_count(train: TrainState) -> int:

@@ -47,7 +47,7 @@ the episode did against its command:
   else      unchanged. Levels are clipped to [0, num_levels - 1]: an env at the top stays there.
 Judging progress against the command (not a fixed distance) keeps a slow but correct walker from
 being demoted; the first level is set at reset, before any episode, and only an ended episode
-moves it.
+moves it. Each update reports where the curriculum stands (`curriculum_metrics`).
 """
 
 from __future__ import annotations
@@ -382,3 +382,18 @@ def level_counts(cfg: config_lib.TerrainConfig, kinds: jax.Array, levels: jax.Ar
   onehot_kind = jax.nn.one_hot(kinds, len(TYPES))  # [N, types]
   onehot_level = jax.nn.one_hot(levels, cfg.num_levels)  # [N, levels]
   return onehot_kind.T @ onehot_level
+
+
+def curriculum_metrics(cfg: config_lib.TerrainConfig,
+                       step_metrics: dict[str, jax.Array]) -> dict[str, jax.Array]:
+  """The curriculum at the end of an update, from its env metrics ([T, N] each): envs per terrain
+  type and level (`terrain/levels`, float32 [types, levels]), the mean level, and the episodes
+  of the update that moved their env up or down."""
+  kinds = step_metrics["terrain/type"][-1].astype(jnp.int32)  # [N]
+  levels = step_metrics["terrain/level"][-1].astype(jnp.int32)  # [N]
+  return {
+      "terrain/levels": level_counts(cfg, kinds, levels),
+      "terrain/mean_level": jnp.mean(levels.astype(jnp.float32)),
+      "terrain/promotions": jnp.sum(step_metrics["terrain/promoted"]),
+      "terrain/demotions": jnp.sum(step_metrics["terrain/demoted"]),
+  }
