@@ -329,7 +329,8 @@ MUTANTS = (
     # done (the CI stall on 2 forced devices), and `after` letting XLA drop its dependency or
     # changing a NaN-valued loop's tree.
     Mutant("metrics_reduced_beside_the_epochs", "mjx_walk/learn/trainer.py",
-           "  traj, early_ends, advantages, returns = sharding.after(\n",
+           "  traj, early_ends, advantages, returns = sharding.after(  # reduced outside, after "
+           "the epochs\n",
            "  traj, early_ends, advantages, returns = (lambda tree, *_: tree)(\n",
            ("tests/test_sharding.py::DevicesTest::test_no_collective_can_wait_beside_a_loops_"
             "own",)),
