@@ -273,22 +273,6 @@ class EvaluateCommandTest(absltest.TestCase):
   def assert_refused(self, ran: commands.Ran, message: str) -> None:
     self.assertEqual((ran.status, ran.err, ran.out), (2, f"error: {message}\n", ""))
 
-  def assert_same_figures(self, alone: dict, in_the_pass: dict) -> None:
-    """One seed's panel figures evaluated alone against its figures in the vmapped pass: the
-    counts and rates exactly, the means of float32 sums within 1e-5 relative. The lone program
-    and the batched one may round differently: with jax 0.12 on an Intel Xeon with AVX-512
-    FP16, the slope's yaw-rate error and return were 1e-6 apart."""
-    self.assertEqual(alone.keys(), in_the_pass.keys())
-    for stratum, want in in_the_pass.items():
-      got = alone[stratum]
-      self.assertEqual({k: v for k, v in got.items() if k not in self._ROUNDED},
-                       {k: v for k, v in want.items() if k not in self._ROUNDED}, stratum)
-      for name in self._ROUNDED:
-        self.assertAlmostEqual(got[name], want[name], delta=1e-5 * max(1.0, abs(want[name])),
-                               msg=(stratum, name))
-
-  _ROUNDED = ("lin_vel_error", "yaw_rate_error", "return", "body_contact_rate")
-
   def copy_of_the_run(self) -> pathlib.Path:
     """A copy of the run (eval/4.json and no eval/2.json), for a test that must show that a
     refused command wrote nothing: `RunFolder.write_eval` keeps an existing record."""
