@@ -215,6 +215,51 @@ class CollectivesTest(chex.TestCase):
     self.assertLen(outputs, 3)
     self.assertEqual([done_parameter in reads[o] for o in outputs], [True] * 3)
 
+  def test_collective_order_finds_a_collective_that_does_not_read_a_loop_of_collectives(self):
+    # Hand-written scheduled HLO: a while loop whose body all-reduces, then an all-reduce of the
+    # loop's input (a pair: it can start while the body waits) or of the loop's result (none).
+    # Catches a checker that misreads operands, nesting or called computations, and so would
+    # pass the compiled chunk vacuously.
+    module = textwrap.dedent("""\
+        HloModule m, is_scheduled=true
+
+        %add (a: f32[], b: f32[]) -> f32[] {
+          %a = f32[] parameter(0)
+          %b = f32[] parameter(1)
+          ROOT %sum = f32[] add(%a, %b)
+        }
+
+        %cond (c: (s32[], f32[4])) -> pred[] {
+          %c = (s32[], f32[4]{0}) parameter(0)
+          %i = s32[] get-tuple-element(%c), index=0
+          %n = s32[] constant(3)
+          ROOT %lt = pred[] compare(%i, %n), direction=LT
+        }
+
+        %body (p: (s32[], f32[4])) -> (s32[], f32[4]) {
+          %p = (s32[], f32[4]{0}) parameter(0)
+          %j = s32[] get-tuple-element(%p), index=0
+          %v = f32[4]{0} get-tuple-element(%p), index=1
+          %r = f32[4]{0} all-reduce(%v), channel_id=1, replica_groups={{0,1}}, to_apply=%add
+          ROOT %t = (s32[], f32[4]{0}) tuple(%j, %r)
+        }
+
+        ENTRY %main (x: f32[4]) -> (f32[4], f32[4]) {
+          %x = f32[4]{0} parameter(0)
+          %zero = s32[] constant(0)
+          %init = (s32[], f32[4]{0}) tuple(%zero, %x)
+          %loop = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body
+          %out = f32[4]{0} get-tuple-element(%loop), index=1
+          %other = f32[4]{0} all-reduce(%SOURCE), channel_id=2, replica_groups={{0,1}}, to_apply=%add
+          ROOT %both = (f32[4]{0}, f32[4]{0}) tuple(%out, %other)
+        }
+        """)
+    beside = module.replace("%SOURCE", "%x")
+    self.assertEqual(collective_order.count(beside), 2)
+    self.assertEqual(collective_order.overlaps(beside),
+                     ["main: while loop, all-reduce other"])
+    self.assertEqual(collective_order.overlaps(module.replace("%SOURCE", "%out")), [])
+
   def test_each_device_takes_its_block_of_the_whole_batch(self):
     rows = _on_devices(lambda _: sharding.local_rows(jnp.arange(8) * 10, sharding.AXIS), 4)(
         jnp.zeros(4))

@@ -258,10 +258,10 @@ def after(tree: Any, done: Any, axis_name: str | None) -> Any:
   waited in an all-reduce. Each waiting collective holds one worker of the one thread pool
   that every forced host device shares. On 2 cores, one device that ran ahead could hold both
   workers, and the other device never reached the collectives it was waited for. CI saw this in
-  the 2-device learning run: device 0 waited in two all-reduces at once until the
-  900-second timeout. Reading `done` makes each leaf a new value that the runtime computes only
-  after the loop has finished. `tests/test_sharding.py` reads the compiled update for any
-  collective that could start before such a loop ends.
+  the 2-device learning run: two all-reduces of one run each waited with one of the two
+  devices arrived, until the 900-second timeout. Reading `done` makes each leaf a new value that
+  the runtime computes only after the loop has finished. `tests/collective_order.py` reads the
+  compiled chunk for any collective that could start before such a loop ends.
 
   Args:
     tree: arrays of any dtypes.
