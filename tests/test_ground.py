@@ -8,6 +8,7 @@ import types
 from absl.testing import absltest
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 
 from mjx_walk import config as config_lib
@@ -33,8 +34,9 @@ class PlaneTest(absltest.TestCase):
     cls.geometry = ground.Geometry.of(cls.robot, None)
 
   def test_heights_are_above_z_zero(self):
-    self.assertEqual(float(ground.height_above(self.geometry, None, np.array(
-        [3.0, -2.0, 0.31], np.float32))), np.float32(0.31))
+    self.assertEqual(float(ground.trunk_height(self.geometry, None, np.array(
+        [3.0, -2.0, 0.31], np.float32), np.array([0.6, 0.0, 0.8, 0.0], np.float32))),
+                     np.float32(0.31))
     radius = np.asarray(self.geometry.foot_radius)
     self.assertTrue(np.all(radius > 0.01))  # the Go2's foot spheres
     # Each foot's centre 5 cm above its radius: a clearance of 5 cm (its lowest point).
@@ -105,12 +107,47 @@ class HeightfieldTest(absltest.TestCase):
     cls.field = np.full((cls.grid.nodes, cls.grid.nodes), 0.2, np.float32)  # flat, 20 cm up
 
   def test_heights_are_above_the_surface(self):
-    self.assertAlmostEqual(float(ground.height_above(self.geometry, self.field, np.array(
-        [0.3, -0.7, 0.5], np.float32))), 0.3, places=6)
+    level = np.array([1.0, 0.0, 0.0, 0.0], np.float32)
+    self.assertAlmostEqual(float(ground.trunk_height(self.geometry, self.field, np.array(
+        [0.3, -0.7, 0.5], np.float32), level)), 0.3, places=6)
     xpos = _pose(self.geometry, self.robot.mj_model.ngeom, 0.2 + 0.05)
     radius = np.asarray(self.geometry.foot_radius)
     np.testing.assert_allclose(ground.foot_heights(self.geometry, self.field, xpos),
                                0.05 - radius, atol=1e-6)
+
+  def test_the_trunks_height_is_above_the_ground_under_its_hips(self):
+    # A 15 cm step rising between the samples at x = 0 and x = 0.1 (MuJoCo's surface is linear
+    # in x between them). The reference turns the Go2's hips with MuJoCo's own rotation and reads
+    # the step's profile by NumPy's interpolation, the heights' mean under the four hips.
+    # Catches the height read under the origin (straddling, the front hips on the upper tread:
+    # 0.15 m there, 0.225 m above the hips' mean) and hips not turned with the trunk.
+    nodes_x = np.arange(self.grid.nodes) * self.grid.resolution - self.grid.half_size
+    profile = np.where(nodes_x > 0.05, 0.15, 0.0).astype(np.float32)
+    field = np.tile(profile, (self.grid.nodes, 1))  # [y, x]
+    hips = np.asarray(self.robot.hip_offsets)
+    np.testing.assert_allclose(np.abs(hips), [[0.1934, 0.0465, 0.0]] * 4)  # the Go2's MJCF
+    half = np.sqrt(0.5)
+    poses = {  # position, quaternion (w, x, y, z)
+        "straddling": ([0.12, 0.4, 0.30], [1.0, 0.0, 0.0, 0.0]),
+        "turned 90 degrees": ([0.12, 0.4, 0.30], [half, 0.0, 0.0, half]),
+        "pitched up 20 degrees on the edge": (
+            [0.02, -0.3, 0.33], [np.cos(np.deg2rad(10)), 0.0, -np.sin(np.deg2rad(10)), 0.0]),
+        "on the upper tread": ([0.6, 0.0, 0.45], [1.0, 0.0, 0.0, 0.0]),
+    }
+    got = {}
+    for name, (position, quat) in poses.items():
+      position, quat = np.array(position), np.array(quat)
+      rotation = np.zeros(9)
+      mujoco.mju_quat2Mat(rotation, quat)
+      world = position + hips @ rotation.reshape(3, 3).T  # [4, 3]
+      want = position[2] - np.interp(world[:, 0], nodes_x, profile).mean()
+      got[name] = float(ground.trunk_height(self.geometry, jnp.asarray(field), jnp.asarray(
+          position, jnp.float32), jnp.asarray(quat, jnp.float32)))
+      self.assertAlmostEqual(got[name], want, delta=1e-5, msg=name)
+    self.assertAlmostEqual(got["straddling"], 0.30 - 0.075, delta=1e-5)
+    self.assertAlmostEqual(got["on the upper tread"], 0.30, delta=1e-5)
+    # Turned, all four hips stand over the rise (x = 0.0735 and 0.1665).
+    self.assertAlmostEqual(got["turned 90 degrees"], 0.30 - (0.11025 + 0.15) / 2, delta=1e-5)
 
   def test_probe_points_follow_their_geoms(self):
     # Geoms at rest (identity orientation) at 1 m: each probe point is its lattice point there.

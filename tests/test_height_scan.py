@@ -38,7 +38,7 @@ def _geometry(grid: terrain.Grid | None) -> ground.Geometry:
   """The ground checks with `grid` (the scan reads only the grid)."""
   none = jnp.zeros(0, jnp.int32)
   return ground.Geometry(grid=grid, floor_geom=0, body_geoms=none, foot_geoms=none,
-                         foot_radius=jnp.zeros(0))
+                         foot_radius=jnp.zeros(0), hips=jnp.zeros((0, 3)))
 
 
 class GridTest(absltest.TestCase):

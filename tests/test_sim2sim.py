@@ -315,7 +315,7 @@ class HeightfieldWorldsTest(absltest.TestCase):
 
     def mjx_judgement(data, heights, qpos):
       data = mjx.kinematics(env.model, data.replace(qpos=qpos))
-      return (ground_lib.height_above(env.ground, heights, data.qpos[0:3]),
+      return (ground_lib.trunk_height(env.ground, heights, data.qpos[0:3], data.qpos[3:7]),
               ground_lib.body_touches(env.ground, heights, data))
 
     cls.mjx_judgement = staticmethod(jax.jit(mjx_judgement))
@@ -377,8 +377,8 @@ class HeightfieldWorldsTest(absltest.TestCase):
   def test_heights_and_body_contact_are_measured_on_the_surface_as_the_env_does(self):
     # Catches heights read along world z or above z = 0, and body contact read from contacts
     # (the trunk and thighs do not collide with a heightfield): at poses standing, sunk into a
-    # higher part of the ground, and hovering 5 cm above it, C MuJoCo's figures are the MJX
-    # env's own.
+    # higher part of the ground, hovering 5 cm above it, and turned and tilted (the trunk's
+    # height is read under its hips), C MuJoCo's figures are the MJX env's own.
     judged = []
     for stratum in ("stairs", "rough", "obstacles", "slope"):
       j = self.index(stratum)
@@ -398,7 +398,11 @@ class HeightfieldWorldsTest(absltest.TestCase):
       surface = float(terrain.surface(jnp.asarray(heights), self.grid,
                                       jnp.asarray(hover[0:2], jnp.float32))[0])
       hover[2] = surface + 0.05
-      for name, qpos in (("standing", standing), ("sunk", sunk), ("hovering", hover)):
+      turned = standing.copy()  # turned and tilted: the hips stand elsewhere on the ground
+      mujoco.mju_mulQuat(turned[3:7], standing[3:7], np.array([0.8, 0.1, 0.2, 0.55]))
+      turned[3:7] /= np.linalg.norm(turned[3:7])
+      for name, qpos in (("standing", standing), ("sunk", sunk), ("hovering", hover),
+                         ("turned", turned)):
         world.data.qpos[:] = qpos
         world.data.qpos[0:3] = world.rotation @ qpos[0:3]
         mujoco.mju_mulQuat(world.data.qpos[3:7], sim2sim._quat(world.rotation), qpos[3:7])

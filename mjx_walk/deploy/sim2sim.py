@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import time
 from typing import Any
 from typing import Callable
@@ -333,8 +334,8 @@ class CMuJoCoPanel:
     if self.grid is not None:
       grid = self.grid
       geometry = env.ground
-      fns.update(trunk_height=jax.jit(jax.vmap(
-                     lambda field, position: ground_lib.height_above(geometry, field, position))),
+      fns.update(trunk_height=jax.jit(jax.vmap(functools.partial(ground_lib.trunk_height,
+                                                                 geometry))),
                  touches=jax.jit(lambda field, points: ground_lib.surface_touches(
                      geometry, field, points)),
                  probes=jax.jit(lambda xpos, xmat: ground_lib.probe_points(geometry, xpos, xmat)),
@@ -418,12 +419,17 @@ class CMuJoCoPanel:
 
   def trunk_heights(self, worlds: list[_World]) -> np.ndarray:
     """float32 [N]: each trunk's height above its floor: along the inclined floor's normal on
-    the plane; on a heightfield, above the surface under it (`ground.height_above`)."""
+    the plane; on a heightfield, above the surface's mean under its hips (`ground.trunk_height`,
+    the pose taken into MJX's frame)."""
     if self.grid is None:
       return np.array([w.rotation[:, 2] @ w.data.qpos[0:3] for w in worlds], np.float32)
     positions = np.stack([self._floor_frame(w, w.data.qpos[0:3]) for w in worlds])
-    return np.asarray(self._step_fns["trunk_height"](np.stack([w.heights for w in worlds]),
-                                                     positions.astype(np.float32)))
+    quats = np.zeros((len(worlds), 4))
+    for quat, w in zip(quats, worlds):  # the floor's inverse turn, then the trunk's
+      mujoco.mju_mulQuat(quat, _quat(w.rotation.T), w.data.qpos[3:7])
+    return np.asarray(self._step_fns["trunk_height"](
+        np.stack([w.heights for w in worlds]), positions.astype(np.float32),
+        quats.astype(np.float32)))
 
   def observe(self, worlds: list[_World], step: np.ndarray, last_action: np.ndarray,
               gait_phase: np.ndarray) -> tuple[jax.Array, jax.Array]:
@@ -437,7 +443,7 @@ class CMuJoCoPanel:
     """Why each world's episode ends after its step, and the step's tracking errors.
 
     Heights and tilts are measured from each world's inclined floor, through the origin; on a
-    heightfield, heights from the surface under the trunk.
+    heightfield, heights from the surface's mean under the hips (`trunk_heights`).
 
     Args:
       worlds: the panel's worlds after their physics steps, N of them.

@@ -84,7 +84,7 @@ def end_reason(rules: Rules, trunk_height: jax.Array, floor_normal: jax.Array,
 
   Args:
     rules: the env's rules.
-    trunk_height: float32 [], the trunk origin's height above the ground under it, m.
+    trunk_height: float32 [], the trunk origin's height above the ground (`ground.trunk_height`), m.
     floor_normal: float32 [3], the floor's normal in the trunk frame.
     joint_pos: float32 [A], the actuated joint angles, rad.
     body_touches: bool [K], which body-contact geoms touch the ground; those of

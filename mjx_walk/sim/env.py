@@ -481,7 +481,7 @@ class LocomotionEnv:
     return Measured(
         readings=readings, lin_vel=lin_vel, ang_vel=ang_vel, gravity=gravity,
         floor_normal=ground_lib.floor_normal(data.qpos[3:7]),
-        trunk_height=ground_lib.height_above(self.ground, field, data.qpos[0:3]),
+        trunk_height=ground_lib.trunk_height(self.ground, field, data.qpos[0:3], data.qpos[3:7]),
         body_touches=ground_lib.body_touches(self.ground, field, data) & finite,
         feet=self._feet(state, data, field))
 

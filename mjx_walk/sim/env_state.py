@@ -64,7 +64,7 @@ class StepSignals:
   """
 
   trunk_height: jax.Array
-  """float32 []: height of the trunk origin above the floor plane z = 0, m."""
+  """float32 []: height of the trunk origin above the ground, m (`ground.trunk_height`)."""
   trunk_tilt: jax.Array
   """float32 []: angle between the trunk's up axis and the floor normal, degrees (0 level, 180
   upside down)."""
@@ -152,7 +152,8 @@ class Measured(NamedTuple):
   floor_normal: jax.Array
   """float32 [3]: the floor's normal in the trunk frame."""
   trunk_height: jax.Array
-  """float32 []: the trunk origin's height above the ground under it, m."""
+  """float32 []: the trunk origin's height above the ground, m: above the plane, or above the
+  heightfield's mean surface under the hips (`ground.trunk_height`)."""
   body_touches: jax.Array
   """bool [K]: which body-contact geoms (the trunk, the thighs) touch the ground (none on a
   non-finite step)."""

@@ -2,9 +2,10 @@
 
 Heights are measured from the ground under a point: above z = 0 on the plane (slopes there are
 tilted gravity, so the floor stays level in the env's frame), above the heightfield's surface
-under it otherwise (`mjx_walk.sim.terrain.surface`, the surface the feet collide with). `Geometry`
-holds one robot's static part of these checks (the floor geom, the trunk and thigh geoms and
-their probe points, the feet and their radii, the heightfield's grid); `field` is an env's
+under it otherwise (`mjx_walk.sim.terrain.surface`, the surface the feet collide with), and the
+trunk's above that surface's mean under its hips. `Geometry` holds one robot's static part of
+these checks (the floor geom, the trunk and thigh geoms and their probe points, the feet and
+their radii, the hips, the heightfield's grid); `field` is an env's
 heightfield this episode, float32 [nodes, nodes] in m, or None on the plane.
 
 The trunk and thighs touch the ground when a penetrating contact with the floor plane is in the
@@ -27,6 +28,8 @@ from mjx_walk.sim import observations
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
 
+_CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0], np.float32)
+"""Times a unit quaternion, its inverse: `rotate_inverse` of it turns a vector into the world."""
 
 @dataclasses.dataclass(frozen=True)
 class Geometry:
@@ -43,6 +46,8 @@ class Geometry:
   """int32 [F]: the foot spheres, in foot order."""
   foot_radius: jax.Array
   """float32 [F]: their radii, m."""
+  hips: jax.Array
+  """float32 [H, 3]: the legs' roots in the trunk frame, m (`Robot.hip_offsets`)."""
   probe_geoms: jax.Array | None = None
   """int32 [P]: the geom each probe point belongs to (heightfield only)."""
   probe_points: jax.Array | None = None
@@ -63,14 +68,26 @@ class Geometry:
                body_geoms=jnp.asarray(robot.body_contact_geom_ids),
                foot_geoms=jnp.asarray(robot.foot_geom_ids),
                foot_radius=jnp.asarray(mj_model.geom_size[robot.foot_geom_ids, 0], jnp.float32),
+               hips=jnp.asarray(robot.hip_offsets, jnp.float32),
                **probes)
 
 
-def height_above(geometry: Geometry, field: jax.Array | None, position: jax.Array) -> jax.Array:
-  """float32 []: height of a point [3] above the ground under it, m."""
+def trunk_height(geometry: Geometry, field: jax.Array | None, position: jax.Array,
+                 quat: jax.Array) -> jax.Array:
+  """float32 []: the height of a trunk at `position` [3], of orientation `quat` [4] (w, x, y, z),
+  above the ground, m: above z = 0 on the plane; on a heightfield, above the mean of the surface
+  under its hips (`Geometry.hips`).
+
+  The hips' mean is the ground the legs stand on. Straight under the origin, a trunk whose legs
+  straddle a stair's edge reads one tread or the other, a riser apart, as the origin crosses the
+  edge: a Go2 climbing 15 cm risers with its front legs on the upper tread reads about 0.2 m there,
+  near `env.fall_height`. (legged_gym likewise measures its base height above the mean of its
+  height scan.)
+  """
   if field is None:
     return position[2]
-  return position[2] - terrain_lib.surface(field, geometry.grid, position[0:2])[0]
+  hips = position + observations.rotate_inverse(quat * _CONJUGATE, geometry.hips)  # [H, 3]
+  return position[2] - jnp.mean(terrain_lib.surface(field, geometry.grid, hips[:, 0:2])[0])
 
 
 def depth_below(geometry: Geometry, field: jax.Array | None, points: jax.Array,

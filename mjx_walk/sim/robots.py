@@ -43,6 +43,9 @@ class RobotSpec:
   limb_contact_geoms: tuple[str, ...]
   """The limbs among `body_contact_geoms`: with `env.limb_contact_ends` off, their touches cost
   `reward.limb_contact` instead of ending the episode."""
+  hips: tuple[str, ...]
+  """The legs' root bodies, children of `trunk_body`: the trunk's footprint. On a heightfield its
+  height is measured above the mean ground under them (`mjx_walk.sim.ground.trunk_height`)."""
   knees: tuple[tuple[str, str], ...]
   """(geom name, body): a collision sphere at each body's origin, added to the scene with a
   heightfield floor. There the thigh capsules do not collide (`_heightfield_scene`); the knee
@@ -82,6 +85,7 @@ ROBOT_SPECS: dict[str, RobotSpec] = {
             "RR_thigh_collision",
             "RL_thigh_collision",
         ),
+        hips=("FR_hip", "FL_hip", "RR_hip", "RL_hip"),
         # The knee joints, where the thighs end: the thigh capsule's radius.
         knees=(("FR_knee", "FR_calf"), ("FL_knee", "FL_calf"), ("RR_knee", "RR_calf"),
                ("RL_knee", "RL_calf")),
@@ -133,6 +137,8 @@ class Robot:
   """int [K]: ids of `spec.body_contact_geoms`."""
   limb_contact: np.ndarray
   """bool [K]: which of `body_contact_geom_ids` are limbs (`spec.limb_contact_geoms`)."""
+  hip_offsets: np.ndarray
+  """float [H, 3]: the origins of `spec.hips` in the trunk frame, m."""
   knee_geom_ids: np.ndarray
   """int [N]: the knee spheres' ids on a heightfield floor (`spec.knees`); empty on the plane."""
   floor_geom_id: int
@@ -280,6 +286,11 @@ def load(name: str, heightfield: Heightfield | None = None) -> Robot:
   knee_geom_ids = np.array(
       [ids.find(mujoco.mjtObj.mjOBJ_GEOM, g, "geom") for g in knees], dtype=int)
   key_id = ids.find(mujoco.mjtObj.mjOBJ_KEY, spec.home_keyframe, "keyframe")
+  hip_ids = [ids.find(mujoco.mjtObj.mjOBJ_BODY, b, "body") for b in spec.hips]
+  strays = [b for b, i in zip(spec.hips, hip_ids) if model.body_parentid[i] != trunk_body_id]
+  if strays:
+    raise RobotError(f"hips {strays} of robot {name!r} ({path}) are not children of "
+                     f"{spec.trunk_body!r}")
 
   if model.body_jntnum[trunk_body_id] < 1 or (
       model.jnt_type[model.body_jntadr[trunk_body_id]] != mujoco.mjtJoint.mjJNT_FREE):
@@ -331,6 +342,7 @@ def load(name: str, heightfield: Heightfield | None = None) -> Robot:
       foot_geom_ids=_frozen(foot_geom_ids),
       body_contact_geom_ids=_frozen(body_contact_geom_ids),
       limb_contact=_frozen(limb_contact),
+      hip_offsets=_frozen(model.body_pos[hip_ids]),
       knee_geom_ids=_frozen(knee_geom_ids),
       floor_geom_id=floor_geom_id,
       heightfield=heightfield,
