@@ -92,6 +92,10 @@ TERRAIN_SURFACE = ("tests/test_terrain.py::SurfaceTest",)
 TERRAIN_CURRICULUM = ("tests/test_terrain.py::CurriculumTest",)
 TERRAIN_WRAP = ("tests/test_terrain.py::EnvTerrainTest::test_a_robot_one_tile_away_steps_as_on_"
                 "the_tile",)
+TRUNK_HEIGHT = ("tests/test_ground.py::HeightfieldTest::test_the_trunks_height_is_above_the_"
+                "ground_under_its_hips",)
+TRUNK_HEIGHT_C = ("tests/test_sim2sim.py::HeightfieldWorldsTest::test_the_trunks_height_on_an_"
+                  "inclined_floor_reads_the_hips_in_the_floors_frame",)
 TERRAIN_FAMILIES = ("tests/test_terrain.py::FamiliesTest",)
 TERRAIN_RESET = ("tests/test_terrain.py::EnvTerrainTest::test_an_auto_reset_moves_the_level_by_"
                  "how_far_the_episode_went",)
@@ -373,6 +377,20 @@ MUTANTS = (
     Mutant("top_level_short_of_the_range", "mjx_walk/sim/terrain.py",
            "  return level.astype(jnp.float32) / (num_levels - 1)\n",
            "  return level.astype(jnp.float32) / num_levels\n", TERRAIN_TILES),
+    # The trunk's height on terrain: read straight under the origin, under hips that do not turn
+    # with the trunk, or in C MuJoCo with the trunk's orientation left in the inclined world's
+    # frame.
+    Mutant("trunk_height_under_the_origin", "mjx_walk/sim/ground.py",
+           "  return position[2] - jnp.mean(terrain_lib.surface(field, geometry.grid, "
+           "hips[:, 0:2])[0])\n",
+           "  return position[2] - terrain_lib.surface(field, geometry.grid, position[0:2])[0]\n",
+           TRUNK_HEIGHT),
+    Mutant("trunk_height_hips_not_turned", "mjx_walk/sim/ground.py",
+           "  hips = position + observations.rotate_inverse(quat * _CONJUGATE, geometry.hips)",
+           "  hips = position + geometry.hips", TRUNK_HEIGHT),
+    Mutant("sim2sim_trunk_turned_in_the_world", "mjx_walk/deploy/sim2sim.py",
+           "      mujoco.mju_mulQuat(quat, _quat(w.rotation.T), w.data.qpos[3:7])\n",
+           "      quat[:] = w.data.qpos[3:7]\n", TRUNK_HEIGHT_C),
     Mutant("held_out_spawn_off_the_platform", "mjx_walk/sim/families.py",
            "    spawn[\"spawn_offset\"] = tuple(scale * x for x in spawn[\"spawn_offset\"])\n",
            "", TERRAIN_FAMILIES),

@@ -8,6 +8,7 @@ env's own; the replay against MJX's evaluation of the same checkpoint with MJX's
 """
 
 import copy
+import dataclasses
 import json
 import math
 import pathlib
@@ -424,6 +425,35 @@ class HeightfieldWorldsTest(absltest.TestCase):
     # The stairs family's highest ground is above its start platform (up) or level with its
     # top (down): sunk into it, or standing there.
     self.assertIn(by_name["stairs, sunk"], ((R.FALL, True), (R.NONE, False)))
+
+  def test_the_trunks_height_on_an_inclined_floor_reads_the_hips_in_the_floors_frame(self):
+    # The slope's world is the one inclined floor, and its ground is level; given the stairs'
+    # ground instead (the heights the trunk's height reads), a turned and tilted trunk on the
+    # stairs' edges reads in C MuJoCo what MJX reads at the same pose in its own frame. Catches
+    # the trunk's orientation passed in the world's frame, which turns the hips by the slope's
+    # 15 degrees as well (at least one pose below reads 1 mm otherwise).
+    j = self.index("slope")
+    worlds, _ = self.world.worlds()
+    stairs = worlds[self.index("stairs")].heights
+    world = dataclasses.replace(worlds[j], heights=stairs)
+    start = np.asarray(self.start.data.qpos[j], np.float64)
+    tilt = np.array([0.8, 0.1, 0.2, 0.55]) / np.linalg.norm([0.8, 0.1, 0.2, 0.55])
+    unturned = []
+    for x, y in ((0.75, 0.1), (0.85, -0.2), (-0.7, 0.35), (0.2, 0.8), (0.95, 0.95)):
+      qpos = start.copy()
+      qpos[0:2] = x, y
+      mujoco.mju_mulQuat(qpos[3:7], start[3:7], tilt)
+      world.data.qpos[:] = qpos
+      world.data.qpos[0:3] = world.rotation @ qpos[0:3]
+      mujoco.mju_mulQuat(world.data.qpos[3:7], sim2sim._quat(world.rotation), qpos[3:7])
+      c_height = float(self.world.trunk_heights([world])[0])
+      m_height, _ = self.mjx_judgement(self.row(j).data, jnp.asarray(stairs),
+                                       jnp.asarray(qpos, jnp.float32))
+      self.assertAlmostEqual(c_height, float(m_height), delta=1e-5, msg=(x, y))
+      unturned.append(float(ground_lib.trunk_height(
+          self.world.env.ground, jnp.asarray(stairs), jnp.asarray(qpos[0:3], jnp.float32),
+          jnp.asarray(world.data.qpos[3:7], jnp.float32))) - float(m_height))
+    self.assertGreater(np.max(np.abs(unturned)), 1e-3)
 
   def test_a_standing_policy_lasts_its_episode_on_level_terrain(self):
     # Catches a replay loop that judges a heightfield as the plane (the stairs family stands in

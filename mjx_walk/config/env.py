@@ -38,7 +38,8 @@ class EnvConfig:
   noise_joint_vel: float = 1.5
   """Uniform noise on joint velocities, rad/s."""
   fall_height: float = 0.18
-  """An episode ends as `fall` when the trunk drops below this height, m."""
+  """An episode ends as `fall` when the trunk drops below this height above the ground, m (on a
+  heightfield, above the ground's mean under its hips: `mjx_walk.sim.ground.trunk_height`)."""
   fall_tilt_degrees: float = 60.0
   """An episode ends as `fall` when the trunk's up axis tilts past this angle from vertical."""
   terminate_on_body_contact: bool = True
