@@ -41,6 +41,9 @@ def test_go2_shapes_and_order(go2: robots.Robot):
   chex.assert_shape(go2.init_qpos, (m.nq,))
   chex.assert_shape(go2.foot_geom_ids, (4,))
   chex.assert_shape(go2.body_contact_geom_ids, (len(go2.spec.body_contact_geoms),))
+  # The hips in the trunk's frame: 0.1934 m fore and aft, 0.0465 m to each side (the MJCF's).
+  np.testing.assert_allclose(go2.hip_offsets, [[0.1934, -0.0465, 0.0], [0.1934, 0.0465, 0.0],
+                                               [-0.1934, -0.0465, 0.0], [-0.1934, 0.0465, 0.0]])
   assert m.nq == 19 and m.nv == 18  # free joint + 12 hinges
 
 
@@ -161,6 +164,9 @@ def test_malformed_mjcf_names_the_file_and_carries_mujocos_message(tmp_path: pat
      "geom 'floor' in .* cannot collide"),
     ({"limb_contact_geoms": ("FR_thigh_collision", "FR_foot")},
      r"limb_contact_geoms \['FR_foot'\] of robot 'broken' \(.*\) are not body_contact_geoms"),
+    ({"hips": ("FR_hip", "FL_hip", "RR_hip", "XX_hip")}, "body 'XX_hip' not found in"),
+    ({"hips": ("FR_hip", "FL_thigh", "RR_hip", "RL_calf")},
+     r"hips \['FL_thigh', 'RL_calf'\] of robot 'broken' \(.*\) are not children of 'trunk'"),
 ])
 def test_spec_mismatch_names_element_and_file(changes, message, monkeypatch: pytest.MonkeyPatch):
   monkeypatch.setitem(robots.ROBOT_SPECS, "broken", _spec_with(**changes))
