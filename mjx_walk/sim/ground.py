@@ -5,8 +5,8 @@ tilted gravity, so the floor stays level in the env's frame), above the heightfi
 under it otherwise (`mjx_walk.sim.terrain.surface`, the surface the feet collide with), and the
 trunk's above that surface's mean under its hips. `Geometry` holds one robot's static part of
 these checks (the floor geom, the trunk and thigh geoms and their probe points, the feet and
-their radii, the hips, the heightfield's grid); `field` is an env's
-heightfield this episode, float32 [nodes, nodes] in m, or None on the plane.
+their radii, the hips, the heightfield's grid); `field` is an env's heightfield this episode,
+float32 [nodes, nodes] in m, or None on the plane.
 
 The trunk and thighs touch the ground when a penetrating contact with the floor plane is in the
 last physics substep's contact list, or, on a heightfield, where they do not collide, when one
@@ -30,6 +30,7 @@ from mjx_walk.sim import terrain as terrain_lib
 
 _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0], np.float32)
 """Times a unit quaternion, its inverse: `rotate_inverse` of it turns a vector into the world."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Geometry:
