@@ -386,7 +386,7 @@ MUTANTS = (
            "  return position[2] - terrain_lib.surface(field, geometry.grid, position[0:2])[0]\n",
            TRUNK_HEIGHT),
     Mutant("trunk_height_hips_not_turned", "mjx_walk/sim/ground.py",
-           "  hips = position + observations.rotate_inverse(quat * _CONJUGATE, geometry.hips)",
+           "  hips = position + observations.rotate(quat, geometry.hips)",
            "  hips = position + geometry.hips", TRUNK_HEIGHT),
     Mutant("sim2sim_trunk_turned_in_the_world", "mjx_walk/deploy/sim2sim.py",
            "      mujoco.mju_mulQuat(quat, _quat(w.rotation.T), w.data.qpos[3:7])\n",

@@ -28,9 +28,6 @@ from mjx_walk.sim import observations
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
 
-_CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0], np.float32)
-"""Times a unit quaternion, its inverse: `rotate_inverse` of it turns a vector into the world."""
-
 
 @dataclasses.dataclass(frozen=True)
 class Geometry:
@@ -87,7 +84,7 @@ def trunk_height(geometry: Geometry, field: jax.Array | None, position: jax.Arra
   """
   if field is None:
     return position[2]
-  hips = position + observations.rotate_inverse(quat * _CONJUGATE, geometry.hips)  # [H, 3]
+  hips = position + observations.rotate(quat, geometry.hips)  # [H, 3]
   return position[2] - jnp.mean(terrain_lib.surface(field, geometry.grid, hips[:, 0:2])[0])
 
 

@@ -45,8 +45,7 @@ def yaw_frame(quat: jax.Array, down: jax.Array) -> tuple[jax.Array, jax.Array]:
   """(heading [3], left [3]): world-frame unit vectors perpendicular to gravity `down` [3] (unit),
   the heading along the x axis of a trunk of orientation `quat` [4] (w, x, y, z)."""
   up = -down
-  conjugate = quat * jnp.array([1.0, -1.0, -1.0, -1.0])
-  forward = observations.rotate_inverse(conjugate, jnp.array([1.0, 0.0, 0.0]))  # trunk x, world
+  forward = observations.rotate(quat, jnp.array([1.0, 0.0, 0.0]))  # trunk x, world
   heading = forward - jnp.dot(forward, up) * up
   heading = heading / jnp.maximum(jnp.linalg.norm(heading), 1e-6)
   return heading, jnp.cross(up, heading)

@@ -112,6 +112,12 @@ def rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
   return vec + w * t + jnp.cross(xyz, t)
 
 
+def rotate(quat: jax.Array, vec: jax.Array) -> jax.Array:
+  """Rotates a vector [3] in the frame of the unit quaternion (w, x, y, z) [4] into the world:
+  `rotate_inverse` by the conjugate quaternion."""
+  return rotate_inverse(quat * jnp.array([1.0, -1.0, -1.0, -1.0]), vec)
+
+
 def trunk_frame(readings: Readings) -> tuple[jax.Array, jax.Array, jax.Array]:
   """(linear velocity, angular velocity, gravity direction), each [3] in the trunk frame."""
   lin_vel = rotate_inverse(readings.quat, readings.lin_vel)
