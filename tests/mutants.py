@@ -775,7 +775,16 @@ MUTANTS = (
            ("tests/test_export.py::SeedExportTest", "tests/test_evaluate.py::SeedCommandTest")),
     # The comparison figure drawing and quoting `flat` whatever --stratum asks for.
     Mutant("compare_runs_ignores_the_stratum", "experiments/compare_runs.py",
-           "  stratum = _STRATUM.value\n", "  stratum = \"flat\"\n",
+           "stratum, kinds, at = _STRATUM.value,", "stratum, kinds, at = \"flat\",",
+           ("tests/test_compare_runs.py",)),
+    # The curriculum's levels taken once per level present, not once per env.
+    Mutant("curriculum_levels_not_per_env", "mjx_walk/analysis/plots.py",
+           "levels = np.repeat(np.arange(len(counts)), counts)  # one entry per env",
+           "levels = np.flatnonzero(counts)",
+           ("tests/test_plots.py::CurriculumTest", "tests/test_compare_runs.py")),
+    # A level quoted past the run's last update as if the run had got there.
+    Mutant("compare_runs_quotes_past_the_run", "experiments/compare_runs.py",
+           "None if target > steps[-1] + stride else ", "",
            ("tests/test_compare_runs.py",)),
     # The LAPACK split gated on a release line whose jaxlib does not fan batches out.
     Mutant("cpu_lapack_split_on_the_wrong_line", "mjx_walk/learn/cpu_lapack.py",

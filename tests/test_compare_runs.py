@@ -1,5 +1,6 @@
-"""Tests for experiments/compare_runs.py: the held-out stratum it draws and quotes, and its
-refusal of a stratum a run never evaluated. On hand-written ledgers (no training)."""
+"""Tests for experiments/compare_runs.py: the held-out stratum and the curriculum levels it draws
+and quotes, and its refusals of a stratum a run never evaluated, a terrain type it never trained
+on and env steps that are not positive numbers. On hand-written ledgers (no training)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,16 @@ def _stratum(fall_rate: float, lin_vel_error: float) -> dict:
           "lin_vel_error": lin_vel_error, "yaw_rate_error": 0.1}
 
 
-def _write_run(folder: pathlib.Path, evals: list[tuple[int, float, dict]]) -> pathlib.Path:
-  """A run folder whose ledger holds three updates and the evaluations
-  (env steps, wall seconds, strata)."""
+def _write_run(folder: pathlib.Path, evals: list[tuple[int, float, dict]],
+               levels: list[dict] | None = None) -> pathlib.Path:
+  """A run folder whose ledger holds three updates, with `levels` their curriculum counts if
+  given, and the evaluations (env steps, wall seconds, strata)."""
   folder.mkdir(parents=True)
   records = [{"kind": "update", "update": u, "env_steps": 1000 * u, "perf/wall_seconds": 60.0 * u,
               "tracking/lin_vel_error": 0.5 / u, "contact/air_time_mean": 0.1 * u}
              for u in (1, 2, 3)]
+  for record, counts in zip(records, levels or []):
+    record["terrain/levels"] = counts
   records += [{"kind": "eval", "update": steps // 1000, "env_steps": steps, "wall_seconds": seconds,
                "panel_hash": "0" * 64, "strata": strata} for steps, seconds, strata in evals]
   (folder / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -46,6 +50,11 @@ class CompareRunsTest(absltest.TestCase):
     self.blind = _write_run(root / "blind", [
         (3000, 150.0, {"flat": _stratum(0.0, 0.15), "stairs_up_10cm": _stratum(0.25, 0.35)})])
     self.flat_only = _write_run(root / "flat_only", [(3000, 150.0, {"flat": _stratum(0.0, 0.1)})])
+    # Envs per level 0, 1, 2 after each update.
+    self.terrain = _write_run(root / "terrain", [(3000, 180.0, {"flat": _stratum(0.0, 0.1)})], [
+        {"stairs_up": [3, 1, 0], "rough": [0, 2, 2]},
+        {"stairs_up": [1, 2, 1], "rough": [0, 0, 4]},
+        {"stairs_up": [0, 1, 3], "rough": [0, 0, 4]}])
 
   def test_the_chosen_stratum_is_quoted_from_each_ledger(self):
     ran = commands.run_main(compare_runs.main, f"--out={self.out}", "--stratum=stairs_up_10cm",
@@ -69,6 +78,33 @@ class CompareRunsTest(absltest.TestCase):
         r"holds it; its strata are flat$"):
       commands.run_main(compare_runs.main, f"--out={self.out}", "--stratum=stairs_up_10cm",
                         f"scan={self.scan}", f"flat_only={self.flat_only}")
+    self.assertFalse(self.out.exists())
+
+  def test_levels_are_quoted_at_the_nearest_update_and_the_last(self):
+    ran = commands.run_main(compare_runs.main, f"--out={self.out}", "--levels=stairs_up",
+                            "--at=900,2400,3999,5000", f"terrain={self.terrain}")
+    self.assertEqual(ran.status, 0, ran.err)
+    # By hand, the levels of the four stairs_up envs: 0 0 0 1 (mean 0.25, median 0), 0 1 1 2
+    # (1, 1), 1 2 2 2 (1.75, 2). 900 and 2400 are nearest the first and second updates; 3999 is
+    # within one update's env steps of the last, 5000 beyond it (null); then the last update.
+    self.assertEqual(json.loads(ran.out)["runs"]["terrain"]["levels"], {"stairs_up": [
+        [1000, 0.25, 0.0], [2000, 1.0, 1.0], [3000, 1.75, 2.0], None, [3000, 1.75, 2.0]]})
+    pictures.assert_png(self, self.out)
+
+  def test_a_terrain_type_a_run_lacks_is_refused_before_drawing(self):
+    with self.assertRaisesRegex(
+        app.UsageError, r"--levels=stairs_up,stairs_down: terrain=.*terrain has no curriculum of "
+        r"stairs_down; its terrain types are rough, stairs_up$"):
+      commands.run_main(compare_runs.main, f"--out={self.out}", "--levels=stairs_up,stairs_down",
+                        f"terrain={self.terrain}")
+    with self.assertRaisesRegex(
+        app.UsageError, r"blind=.*blind has no curriculum of stairs_up; its terrain types are "
+        r"none \(it is not a heightfield run\)$"):
+      commands.run_main(compare_runs.main, f"--out={self.out}", "--levels=stairs_up",
+                        f"terrain={self.terrain}", f"blind={self.blind}")
+    with self.assertRaisesRegex(app.UsageError, r"--at='-5': give env steps as positive numbers"):
+      commands.run_main(compare_runs.main, f"--out={self.out}", "--levels=stairs_up",
+                        "--at=6e6,-5", f"terrain={self.terrain}")
     self.assertFalse(self.out.exists())
 
 

@@ -70,6 +70,12 @@ class CurriculumTest(absltest.TestCase):
     np.testing.assert_allclose(series.mean_level["rough"], [1 / 3, 7 / 6, 2.0])
     np.testing.assert_allclose(series.mean_level["stairs_up"], [5 / 4, 2.0, 1 / 2])
     np.testing.assert_allclose(series.mean_level["obstacles"], [np.nan, np.nan, 1.0])
+    # The median env's level: rough 0 0 0 0 1 1 -> 0, then 0 1 1 1 2 2 -> 1, then 2; stairs_up
+    # 1 1 1 2 -> 1, then 2, then 0 0 1 1 -> 0.5 (the middle two's mean).
+    np.testing.assert_array_equal(series.median_level["rough"], [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(series.median_level["stairs_up"], [1.0, 2.0, 0.5])
+    np.testing.assert_array_equal(series.median_level["obstacles"], [np.nan, np.nan, 1.0])
+    np.testing.assert_array_equal(series.wall_seconds, [np.nan] * 3)  # none in these records
     self.assertEqual({k: v.tolist() for k, v in series.final_counts.items()},
                      {"rough": [0, 0, 6], "stairs_up": [2, 2, 0], "obstacles": [0, 1, 0]})
 

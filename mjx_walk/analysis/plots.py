@@ -441,9 +441,14 @@ class CurriculumSeries:
 
   env_steps: np.ndarray
   """float [U]: env steps of each update record that has curriculum counts."""
+  wall_seconds: np.ndarray
+  """float [U]: those records' `perf/wall_seconds` (NaN where a record has none)."""
   mean_level: dict[str, np.ndarray]
   """Per terrain type, float [U]: the mean level of its envs after each update (sum of level
   times count over the count); NaN where the record has no envs of that type."""
+  median_level: dict[str, np.ndarray]
+  """Per terrain type, float [U]: the median of its envs' levels after each update (for an even
+  count, the mean of the middle two, as `np.median`); NaN where there are none."""
   final_counts: dict[str, np.ndarray]
   """Per terrain type, int [levels]: how many envs stand at each level after the last update."""
 
@@ -459,17 +464,19 @@ def curriculum_series(records: Sequence[dict[str, Any]]) -> CurriculumSeries | N
   seen = {t for r in updates for t in r[TERRAIN_LEVELS]}
   types = [t for t in config_lib.TERRAIN_TYPES if t in seen] + sorted(
       seen - set(config_lib.TERRAIN_TYPES))
-  mean_level = {}
+  mean_level, median_level = {}, {}
   for kind in types:
-    means = []
+    means, medians = [], []
     for record in updates:
-      counts = np.asarray(record[TERRAIN_LEVELS].get(kind, []), float)
-      total = counts.sum()
-      means.append(float(np.arange(len(counts)) @ counts / total) if total > 0 else np.nan)
-    mean_level[kind] = np.array(means)
+      counts = np.asarray(record[TERRAIN_LEVELS].get(kind, []), int)
+      levels = np.repeat(np.arange(len(counts)), counts)  # one entry per env
+      means.append(float(levels.mean()) if levels.size else np.nan)
+      medians.append(float(np.median(levels)) if levels.size else np.nan)
+    mean_level[kind], median_level[kind] = np.array(means), np.array(medians)
   last = updates[-1][TERRAIN_LEVELS]
   return CurriculumSeries(
-      env_steps=_values(updates, "env_steps"), mean_level=mean_level,
+      env_steps=_values(updates, "env_steps"), wall_seconds=_values(updates, "perf/wall_seconds"),
+      mean_level=mean_level, median_level=median_level,
       final_counts={t: np.asarray(last[t], int) for t in types if t in last})
 
 
