@@ -64,11 +64,12 @@ def _env_steps(values: list[str]) -> list[float]:
   steps = []
   for value in values:
     try:
-      steps.append(float(value))
+      step = float(value)
     except ValueError:
-      steps.append(float("nan"))
-    if not steps[-1] > 0:
+      step = float("nan")
+    if not step > 0:
       raise app.UsageError(f"--at={value!r}: give env steps as positive numbers, e.g. 6.14e6")
+    steps.append(step)
   return steps
 
 
