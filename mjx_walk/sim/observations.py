@@ -106,15 +106,15 @@ class Layout:
 
 
 def rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
-  """Rotates a world-frame vector [3] into the frame of the unit quaternion (w, x, y, z) [4]."""
+  """Rotates world-frame vectors [..., 3] into the frame of the unit quaternion (w, x, y, z) [4]."""
   w, xyz = quat[..., :1], -quat[..., 1:]
   t = 2.0 * jnp.cross(xyz, vec)
   return vec + w * t + jnp.cross(xyz, t)
 
 
 def rotate(quat: jax.Array, vec: jax.Array) -> jax.Array:
-  """Rotates a vector [3] in the frame of the unit quaternion (w, x, y, z) [4] into the world:
-  `rotate_inverse` by the conjugate quaternion."""
+  """Rotates vectors [..., 3] in the frame of the unit quaternion (w, x, y, z) [4] into the world
+  (the trunk's hips [H, 3] in `ground.trunk_height`): `rotate_inverse` by the conjugate."""
   return rotate_inverse(quat * jnp.array([1.0, -1.0, -1.0, -1.0]), vec)
 
 
