@@ -74,6 +74,7 @@ SHARDED_ROWS = ("tests/test_sharding.py::CollectivesTest",)
 AFTER = ("tests/test_sharding.py::CollectivesTest::test_after_hands_the_tree_back_bitwise_"
          "computed_from_the_loops_output",)
 CONFIG = ("tests/test_config.py",)
+GAIT_CLEARANCE = ("tests/test_rewards.py::RewardTermsTest",)
 SEED_AXIS = ("tests/test_seeds.py::SeedAxisTest",)
 SEED_SPREAD = ("tests/test_seeds.py::EvaluateSeedsTest",)
 OBSERVATIONS = ("tests/test_observations.py",)
@@ -672,6 +673,13 @@ MUTANTS = (
            "  scaled = {name: scale * dt * jnp.where(finite, terms[name](), 0.0)\n",
            "  scaled = {name: scale * jnp.where(finite, terms[name](), 0.0)\n",
            ("tests/test_rewards.py::StepRewardTest",)),
+    # The gait clock's clearance freeing the standing feet too, or a robot told to stand.
+    Mutant("gait_clearance_frees_the_stance", "mjx_walk/sim/rewards.py",
+           "    miss = jnp.where(swinging & moving, jnp.minimum(miss, 0.0), miss)\n",
+           "    miss = jnp.where(moving, jnp.minimum(miss, 0.0), miss)\n", GAIT_CLEARANCE),
+    Mutant("gait_clearance_when_told_to_stand", "mjx_walk/sim/rewards.py",
+           "    miss = jnp.where(swinging & moving, jnp.minimum(miss, 0.0), miss)\n",
+           "    miss = jnp.where(swinging, jnp.minimum(miss, 0.0), miss)\n", GAIT_CLEARANCE),
     # The panel's success: without the velocity or the yaw-rate threshold, the two thresholds
     # swapped, an error at the threshold counted a success, and a fall that tracked well
     # counted a success.

@@ -75,6 +75,31 @@ class RewardTermsTest(chex.TestCase):
                            np.exp(-2 * h**2 / 0.01), places=6)
 
   @chex.variants(with_jit=True, without_jit=True)
+  def test_gait_phase_with_clearance_lets_a_swing_rise_above_its_reference(self):
+    fn = self.variant(rewards.gait_phase, static_argnums=(4, 5))
+    offsets = jnp.array([0.0, 0.5, 0.5, 0.0])
+    walk = jnp.array([0.5, 0.0, 0.0])
+    h = 0.08
+    # Phase 0.25: FR and RL mid-swing. Lifted to 0.2 m (over a stair's edge) they cost nothing
+    # with clearance, and 2 (0.2 - h)^2 without.
+    high = jnp.array([0.2, 0.0, 0.0, 0.2])
+    self.assertAlmostEqual(float(fn(high, 0.25, offsets, walk, h, True)), 1.0, places=6)
+    self.assertAlmostEqual(float(fn(high, 0.25, offsets, walk, h, False)),
+                           np.exp(-2 * (0.2 - h)**2 / 0.01), places=6)
+    # A swing below its reference costs the same either way: FR at 0.03 m, RL at h.
+    low = jnp.array([0.03, 0.0, 0.0, h])
+    self.assertAlmostEqual(float(fn(low, 0.25, offsets, walk, h, True)),
+                           np.exp(-(h - 0.03)**2 / 0.01), places=6)
+    # A standing foot lifted (FL at 0.05 m) still costs, and so does any lifted foot of a robot
+    # told to stand.
+    stance_up = jnp.array([h, 0.05, 0.0, h])
+    self.assertAlmostEqual(float(fn(stance_up, 0.25, offsets, walk, h, True)),
+                           np.exp(-0.05**2 / 0.01), places=6)
+    stand = jnp.array([0.05, 0.0, 0.0])
+    self.assertAlmostEqual(float(fn(high, 0.25, offsets, stand, h, True)),
+                           np.exp(-2 * 0.2**2 / 0.01), places=6)
+
+  @chex.variants(with_jit=True, without_jit=True)
   def test_feet_slip_counts_only_feet_on_the_ground(self):
     speed = jnp.array([0.2, 0.5, 1.0, 0.0])
     contact = jnp.array([True, True, False, True])

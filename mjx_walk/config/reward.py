@@ -42,10 +42,14 @@ class RewardConfig:
   """Feet air time is rewarded for swings longer than this, s."""
   swing_height: float = 0.08
   """Apex of the gait clock's reference swing, m."""
+  swing_clearance: bool = False
+  """Whether the reference swing is only a least height: a swinging foot above it costs nothing
+  in `gait_phase` (a foot may rise over a stair's edge), one below it costs as before."""
 
   def scales(self) -> dict[str, float]:
     """The term scales by name, without the kernel parameters."""
-    kernel_params = ("only_positive", "tracking_sigma", "air_time_target", "swing_height")
+    kernel_params = ("only_positive", "tracking_sigma", "air_time_target", "swing_height",
+                     "swing_clearance")
     return {
         f.name: getattr(self, f.name)
         for f in dataclasses.fields(self)

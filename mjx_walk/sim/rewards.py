@@ -85,13 +85,17 @@ def gait_phase(
     offsets: jax.Array,
     command: jax.Array,
     swing_height: float,
+    clearance: bool = False,
 ) -> jax.Array:
   """exp(-|h - h_ref|^2 / 0.01): 1 when every foot's height follows the gait clock's reference.
 
   Each foot's own phase is (phase + offset) mod 1. During the first half of its cycle the foot
   swings and its reference height is `swing_height * sin(pi * s)`, s the progress through the
   swing; during the second half it stands and the reference is 0. With a near-zero command
-  every reference is 0, so the clock asks a robot told to stand to keep its feet down.
+  every reference is 0, so the clock asks a robot told to stand to keep its feet down. With
+  `clearance`, a swinging foot's reference is a least height: a foot above it costs nothing (a
+  swing may rise over a stair's edge), one below it costs as before; standing feet and a robot
+  told to stand are held to 0 as without it.
 
   Args:
     foot_height: float32 [F], lowest point of each foot above the floor, m.
@@ -99,13 +103,17 @@ def gait_phase(
     offsets: float32 [F], each foot's phase offset (0 and 0.5 on the diagonals: a trot).
     command: float32 [3].
     swing_height: apex of the reference swing, m.
+    clearance: whether a swinging foot may rise above its reference at no cost.
   """
   foot_phase = jnp.mod(phase + offsets, 1.0)  # [F]
   swinging = foot_phase < 0.5  # [F]
   reference = jnp.where(swinging, swing_height * jnp.sin(2.0 * jnp.pi * foot_phase), 0.0)  # [F]
   moving = (jnp.linalg.norm(command[:2]) > 0.1) | (jnp.abs(command[2]) > 0.1)
   reference = reference * moving
-  error = jnp.sum(jnp.square(foot_height - reference))
+  miss = foot_height - reference  # [F]
+  if clearance:
+    miss = jnp.where(swinging & moving, jnp.minimum(miss, 0.0), miss)
+  error = jnp.sum(jnp.square(miss))
   return jnp.exp(-error / 0.01)
 
 
@@ -185,7 +193,8 @@ def table(cfg: config_lib.RewardConfig, x: StepInputs) -> dict[str, Callable[[],
           x.air_time, x.first_contact, x.command, cfg.air_time_target),
       "pose": lambda: pose(x.joint_pos, x.default_pose),
       "gait_phase": lambda: gait_phase(
-          x.foot_height, x.gait_phase, x.gait_offsets, x.command, cfg.swing_height),
+          x.foot_height, x.gait_phase, x.gait_offsets, x.command, cfg.swing_height,
+          cfg.swing_clearance),
       "feet_slip": lambda: feet_slip(x.foot_speed, x.stance),
       "limb_contact": lambda: limb_contact(x.limb_touches),
       "termination": lambda: termination(x.terminated),
