@@ -6,8 +6,8 @@
 The rough CPU config's ground, curriculum, height scan and held-out panel
 (experiments/recipes/go2_rough.py) at the one-GPU batch of experiments/recipes/go2_flat_gpu.py
 (8192 envs, 24-step horizon, 4 minibatches, (512, 256, 128) networks, with the rough recipe's
-(32, 16) branch for the scan, and its thigh contacts penalised rather than ending
-episodes). The training families grow with the batch (1024, 8 envs each), so every terrain
+(32, 16) branch for the scan, its thigh contacts penalised rather than ending
+episodes, and its gait clock's swing as a least height). The training families grow with the batch (1024, 8 envs each), so every terrain
 type spans many shapes. Its H200 figures are in experiments/README.md
 ("A GPU recipe").
 """
@@ -29,7 +29,8 @@ def get_config() -> config_lib.TrainConfig:
       terrain=rough.terrain,
       scan=rough.scan,
       env=dataclasses.replace(gpu.env, limb_contact_ends=rough.env.limb_contact_ends),
-      reward=dataclasses.replace(gpu.reward, limb_contact=rough.reward.limb_contact),
+      reward=dataclasses.replace(gpu.reward, limb_contact=rough.reward.limb_contact,
+                                 swing_clearance=rough.reward.swing_clearance),
       network=dataclasses.replace(gpu.network,
                                   scan_encoder_sizes=rough.network.scan_encoder_sizes),
       families=dataclasses.replace(gpu.families, spawn_offset=rough.families.spawn_offset,
