@@ -673,13 +673,17 @@ MUTANTS = (
            "  scaled = {name: scale * dt * jnp.where(finite, terms[name](), 0.0)\n",
            "  scaled = {name: scale * jnp.where(finite, terms[name](), 0.0)\n",
            ("tests/test_rewards.py::StepRewardTest",)),
-    # The gait clock's clearance freeing the standing feet too, or a robot told to stand.
+    # The gait clock's clearance freeing the standing feet too, or a robot told to stand, or
+    # never read from the config.
     Mutant("gait_clearance_frees_the_stance", "mjx_walk/sim/rewards.py",
            "    miss = jnp.where(swinging & moving, jnp.minimum(miss, 0.0), miss)\n",
            "    miss = jnp.where(moving, jnp.minimum(miss, 0.0), miss)\n", GAIT_CLEARANCE),
     Mutant("gait_clearance_when_told_to_stand", "mjx_walk/sim/rewards.py",
            "    miss = jnp.where(swinging & moving, jnp.minimum(miss, 0.0), miss)\n",
            "    miss = jnp.where(swinging, jnp.minimum(miss, 0.0), miss)\n", GAIT_CLEARANCE),
+    Mutant("gait_clearance_not_read_from_the_config", "mjx_walk/sim/rewards.py",
+           "          cfg.swing_clearance),\n", "          False),\n",
+           ("tests/test_rewards.py::StepRewardTest",)),
     # The panel's success: without the velocity or the yaw-rate threshold, the two thresholds
     # swapped, an error at the threshold counted a success, and a fall that tracked well
     # counted a success.

@@ -1,5 +1,7 @@
 """Tests for mjx_walk.sim.rewards: each term's value on hand-computed inputs, jitted and not."""
 
+import dataclasses
+
 from absl.testing import absltest
 import chex
 import jax
@@ -165,6 +167,18 @@ class StepRewardTest(absltest.TestCase):
     self.assertEqual(float(reward), 0.0)
     self.assertEqual({k: float(v) for k, v in scaled.items()},
                      {"termination": 0.0, "torques": 0.0, "tracking_lin_vel": 0.0})
+
+  def test_the_configs_swing_clearance_reaches_the_gait_term(self):
+    # FR and RL mid-swing at 0.2 m under the 8 cm reference: free with the option, else
+    # exp(-2 (0.2 - 0.08)^2 / 0.01).
+    x = _inputs(False, 0.0)._replace(
+        foot_height=np.array([0.2, 0.0, 0.0, 0.2], np.float32), gait_phase=np.float32(0.25),
+        gait_offsets=np.array([0.0, 0.5, 0.5, 0.0], np.float32))
+    for clearance, term in ((True, 1.0), (False, np.exp(-2 * 0.12**2 / 0.01))):
+      cfg = dataclasses.replace(self.CFG, gait_phase=1.0, swing_height=0.08,
+                                swing_clearance=clearance)
+      _, scaled = rewards.step_reward(cfg, self.DT, x, jnp.asarray(True))
+      self.assertAlmostEqual(float(scaled["gait_phase"]), self.DT * term, places=7)
 
 
 if __name__ == "__main__":
