@@ -219,6 +219,58 @@ def test_the_knees_collide_with_a_heightfield_and_exist_only_there(go2: robots.R
   assert not any("knee" in name for name in on_plane)
 
 
+def _mjx_contacts(field: robots.Heightfield, qpos: np.ndarray) -> dict[int, tuple]:
+  """MJX's contacts of the Go2 on `field` at `qpos`, per contact dimension: (dist [C], the
+  geom pairs [C, 2])."""
+  model = mjx.put_model(robots.load("go2", field).mj_model, impl="jax")
+  data = mjx.forward(model, mjx.make_data(model).replace(qpos=jnp.asarray(qpos)))
+  contact = jax.device_get(data._impl.contact)
+  return {dim: (np.asarray(contact.dist)[contact.dim == dim],
+                np.asarray(contact.geom)[contact.dim == dim]) for dim in (1, 3)}
+
+
+def test_the_contact_budget_keeps_the_deepest_contacts_of_each_dimension():
+  # Catches the budget not reaching MJX (every collider's 4 slots kept), and a budget that keeps
+  # the first contacts rather than the deepest. The reference is the unbudgeted collision.
+  field = robots.load("go2", FLAT_FIELD)
+  m = field.mj_model
+  d = mujoco.MjData(m)
+  d.qpos[:] = field.init_qpos
+  mujoco.mj_kinematics(m, d)
+  knee_height = d.geom_xpos[field.knee_geom_ids, 2].min() - 0.02
+  # The knees 1 cm into the ground, the trunk pitched 0.08 rad nose down, and the front-right
+  # foot just past a sample's line, so that it touches two cells: 7 foot contacts, 3 knee ones.
+  qpos = field.init_qpos.copy()
+  qpos[2] -= knee_height + 0.01
+  qpos[3:7] = [np.cos(0.04), 0.0, np.sin(0.04), 0.0]
+  cell = 2 * FLAT_FIELD.half_size / (FLAT_FIELD.nodes - 1)  # 0.2 m
+  foot_xy = d.geom_xpos[field.foot_geom_ids[0], :2]
+  qpos[:2] += np.round(foot_xy / cell) * cell - foot_xy + [0.0065, 0.0]
+  every = _mjx_contacts(FLAT_FIELD, qpos)
+  kept = _mjx_contacts(dataclasses.replace(FLAT_FIELD, max_contact_points=4), qpos)
+  assert [int((every[dim][0] < 0).sum()) for dim in (1, 3)] == [3, 7]
+  for dim in (1, 3):
+    dist, geoms = kept[dim]
+    chex.assert_shape(dist, (4,))  # 16 slots without the budget
+    deepest = np.sort(every[dim][0])[:4]
+    chex.assert_trees_all_close(np.sort(dist), deepest, atol=1e-6)
+    # The four feet and three knees that touch are the ones kept.
+    touching = {tuple(g) for g in every[dim][1][every[dim][0] < 0]}
+    assert {tuple(g) for g in geoms[dist < 0]} <= touching
+  # The foot contacts kept are not the first four that touch.
+  first = every[3][0][every[3][0] < 0][:4]
+  assert np.sort(first)[1] > deepest[1] + 1e-4
+
+
+def test_a_contact_budget_below_the_feet_is_refused():
+  for budget in (1, 3):
+    with pytest.raises(robots.RobotError,
+                       match=rf"config\.terrain\.max_contact_points={budget} is invalid: it must "
+                             r"be 0 \(every contact slot\) or at least the 4 feet of go2"):
+      robots.load("go2", dataclasses.replace(FLAT_FIELD, max_contact_points=budget))
+  robots.load("go2", dataclasses.replace(FLAT_FIELD, max_contact_points=4))
+
+
 def test_a_knee_on_a_missing_body_is_refused(monkeypatch: pytest.MonkeyPatch):
   knees = (("FR_knee", "FR_shin"),) + robots.ROBOT_SPECS["go2"].knees[1:]
   monkeypatch.setitem(robots.ROBOT_SPECS, "broken", _spec_with(knees=knees))

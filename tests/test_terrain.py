@@ -732,6 +732,10 @@ class ConfigTest(absltest.TestCase):
          r"invalid: it must be >= 0"),
         (dict(terrain__promote_distance=float("nan")), r"config\.terrain\.promote_distance=nan "
          r"is invalid"),
+        (dict(terrain__max_contact_points=-1), r"config\.terrain\.max_contact_points=-1 is "
+         r"invalid: it must be 0 \(every contact slot\) or a positive integer"),
+        (dict(terrain__max_contact_points=8.0), r"config\.terrain\.max_contact_points=8\.0 is "
+         r"invalid"),
         (dict(families__spawn_offset=0.5), r"config\.terrain\.platform_size=1\.2 is invalid: "
          r"the robot"),
         (dict(env__terminate_on_body_contact=False),

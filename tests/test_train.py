@@ -357,6 +357,16 @@ class RefusalWithoutATrainedRunTest(absltest.TestCase):
       self.assertFalse(target.exists())
 
 
+  def test_a_contact_budget_below_the_feet(self):
+    # The robot is loaded with the run's heightfield, and checked, before anything is written.
+    target = pathlib.Path(self.create_tempdir().full_path) / "never-budget"
+    ran = commands.run_main(train_lib.main, *TINY_FLAGS, "--config.terrain.ground=heightfield",
+                            "--config.families.spawn_offset=0.2",
+                            "--config.terrain.max_contact_points=2", f"--run_dir={target}")
+    assert_refused(self, ran, r"config\.terrain\.max_contact_points=2 is invalid: it must be 0 "
+                   r"\(every contact slot\) or at least the 4 feet of go2\n$")
+    self.assertFalse(target.exists())
+
 class ProcessTest(absltest.TestCase):
 
   def test_the_command_line_starts_quietly_and_refuses_in_one_line(self):

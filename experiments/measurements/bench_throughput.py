@@ -46,11 +46,22 @@ The physics-only and policy rollouts (mjx_sps, physics_sps, rollout_sps) are the
   python experiments/measurements/bench_throughput.py --num_envs=8 --num_seeds=4 \
       --config.families.num_train_families=8
 
+With --against=<section.field>=<value> (repeatable) the same config with those overrides is
+trained at the same batch, in the same rounds:
+  against            the overrides
+  against_train_sps  its training chunk
+  over_against       = train_sps / against_train_sps
+
+  python experiments/measurements/bench_throughput.py --config=experiments/recipes/go2_rough.py \
+      --num_envs=512 --config.terrain.max_contact_points=8 --against=terrain.max_contact_points=0
+
 --config is the training CLI's: a config file, and --config.<field> overrides of any field.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import dataclasses
 import json
 import statistics
@@ -72,6 +83,29 @@ _UNROLL = flags.DEFINE_integer("unroll_length", 24, "Control steps per rollout."
 _UPDATES = flags.DEFINE_integer("updates_per_chunk", 2, "PPO updates per timed training chunk.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed rounds; the median is reported.")
 _SEEDS = flags.DEFINE_integer("num_seeds", 1, "Training seeds of --num_envs envs each.")
+_AGAINST = flags.DEFINE_multi_string(
+    "against", [], "<section.field>=<value>: an override of the config trained beside it in the "
+    "same rounds (repeatable; the overrides make one config).")
+
+
+def _overridden(cfg: config_lib.TrainConfig, overrides: list[str]) -> config_lib.TrainConfig:
+  """A copy of `cfg` with each `section.field=value` (a Python literal, or a bare string)."""
+  cfg = copy.deepcopy(cfg)
+  for item in overrides:
+    path, equals, text = item.partition("=")
+    *sections, name = path.split(".")
+    target = cfg
+    for section in sections:
+      target = getattr(target, section, None)
+    if not equals or target is None or not hasattr(target, name):
+      raise app.UsageError(f"--against={item!r} is invalid: give <section.field>=<value> of a "
+                           "field of the config")
+    try:
+      value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+      value = text
+    setattr(target, name, value)
+  return config_lib.validate(cfg)
 
 
 def main(argv):
@@ -91,6 +125,8 @@ def main(argv):
     flat_cfg.num_envs, flat_cfg.unroll_length = cfg.num_envs, cfg.unroll_length
     flat_cfg.updates_per_chunk = cfg.updates_per_chunk
     others["flat"] = flat_cfg
+  if _AGAINST.value:
+    others["against"] = _overridden(cfg, _AGAINST.value)
   if cfg.scan.enabled:
     others["blind"] = dataclasses.replace(cfg, scan=dataclasses.replace(cfg.scan, enabled=False))
   chunks, carries, other_bytes = {}, {}, {}
@@ -166,6 +202,9 @@ def main(argv):
   if "flat" in others:
     compared.update(ground=cfg.terrain.ground, flat_train_sps=round(sps["flat_train"]),
                     terrain_over_flat=round(sps["train"] / sps["flat_train"], 3))
+  if "against" in others:
+    compared.update(against=_AGAINST.value, against_train_sps=round(sps["against_train"]),
+                    over_against=round(sps["train"] / sps["against_train"], 3))
   if "blind" in others:
     compared.update(scan_points=cfg.scan.num_points, blind_train_sps=round(sps["blind_train"]),
                     scan_over_blind=round(sps["train"] / sps["blind_train"], 3))

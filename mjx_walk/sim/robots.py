@@ -188,6 +188,9 @@ class Heightfield:
   """It spans [-half_size, half_size] in x and y, m."""
   base: float
   """Depth of its solid base below z = 0, m; every height must stay above -base."""
+  max_contact_points: int = 0
+  """MJX's contact budget per contact dimension on it (`terrain.max_contact_points`); 0 for
+  every slot."""
 
 
 def _heightfield_scene(path: pathlib.Path, spec: RobotSpec, ground: Heightfield) -> mujoco.MjSpec:
@@ -206,6 +209,8 @@ def _heightfield_scene(path: pathlib.Path, spec: RobotSpec, ground: Heightfield)
   scene.add_hfield(name="terrain", nrow=ground.nodes, ncol=ground.nodes,
                    size=[ground.half_size, ground.half_size, 1.0, ground.base],
                    userdata=[0.0] * (ground.nodes * ground.nodes))
+  if ground.max_contact_points:
+    scene.add_numeric(name="max_contact_points", data=[ground.max_contact_points])
   floor = scene.geom(spec.floor_geom)
   if floor is None:
     raise RobotError(f"geom {spec.floor_geom!r} not found in {path}")
@@ -267,6 +272,10 @@ def load(name: str, heightfield: Heightfield | None = None) -> Robot:
   path = ROBOTS_DIR / spec.scene_file
   model = load_mjcf(path)
   if heightfield is not None:
+    if 0 < heightfield.max_contact_points < len(spec.feet):
+      raise RobotError(
+          f"config.terrain.max_contact_points={heightfield.max_contact_points} is invalid: it "
+          f"must be 0 (every contact slot) or at least the {len(spec.feet)} feet of {name}")
     model = _with_heightfield(path, spec, heightfield)
   ids = _Resolver(model, path)
 

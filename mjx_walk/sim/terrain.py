@@ -289,7 +289,8 @@ def heightfield(cfg: config_lib.TerrainConfig) -> robots.Heightfield | None:
   if not cfg.heightfield:
     return None
   grid = Grid.from_config(cfg)
-  return robots.Heightfield(nodes=grid.nodes, half_size=grid.half_size, base=deepest(cfg) + 0.2)
+  return robots.Heightfield(nodes=grid.nodes, half_size=grid.half_size, base=deepest(cfg) + 0.2,
+                            max_contact_points=cfg.max_contact_points)
 
 
 # THE SURFACE
