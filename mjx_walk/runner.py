@@ -57,7 +57,6 @@ from mjx_walk.run import provenance
 from mjx_walk.run import run_folder
 from mjx_walk.sim import families
 from mjx_walk.sim import robots
-from mjx_walk.sim import terrain
 
 
 def _evaluate(evaluator: panel.Evaluator, carry: trainer_lib.Carry,
@@ -114,8 +113,7 @@ def _check_before_writing(config: config_lib.TrainConfig, devices: sharding.Devi
   """Everything a new or resumed run can be refused for, checked before a file is written.
 
   Draws the manifest, which validates the config (the run's one validation) and refuses leaked
-  seeds, then checks the batch's split over the devices and loads and checks the robot's MJCF
-  with the run's floor.
+  seeds, then checks the batch's split over the devices and loads and checks the robot's MJCF.
 
   Raises:
     ValueError: naming the bad field or file (`robots.RobotError` for the MJCF).
@@ -125,7 +123,7 @@ def _check_before_writing(config: config_lib.TrainConfig, devices: sharding.Devi
   if run_dir is None and devices.processes > 1:
     raise ValueError(f"a run over {devices.processes} processes needs --run_dir (the same folder "
                      "for every process, on a file system they share)")
-  robots.load(config.env.robot, terrain.heightfield(config.terrain))
+  robots.load(config.env.robot)
   return manifest
 
 

@@ -358,7 +358,8 @@ class RefusalWithoutATrainedRunTest(absltest.TestCase):
 
 
   def test_a_contact_budget_below_the_feet(self):
-    # The robot is loaded with the run's heightfield, and checked, before anything is written.
+    # The robot is loaded with the run's heightfield (for the trainer's env), and checked, before
+    # anything is written.
     target = pathlib.Path(self.create_tempdir().full_path) / "never-budget"
     ran = commands.run_main(train_lib.main, *TINY_FLAGS, "--config.terrain.ground=heightfield",
                             "--config.families.spawn_offset=0.2",

@@ -102,6 +102,15 @@ def _with_knees(apply_floor: Callable[[mujoco.MjSpec], None]) -> Callable[[mujoc
   return apply
 
 
+def _budget(apply_floor: Callable[[mujoco.MjSpec], None], kept: int
+            ) -> Callable[[mujoco.MjSpec], None]:
+  """`apply_floor`, with MJX's `max_contact_points` numeric (`terrain.max_contact_points`)."""
+  def apply(spec: mujoco.MjSpec) -> None:
+    apply_floor(spec)
+    spec.add_numeric(name="max_contact_points", data=[kept])
+  return apply
+
+
 def _options(**opts: float) -> Callable[[mujoco.MjSpec], None]:
   def apply(spec: mujoco.MjSpec) -> None:
     for key, value in opts.items():
@@ -124,6 +133,10 @@ VARIANTS: dict[str, Callable[[mujoco.MjSpec], None]] = {
     "hfield_thighs": _heightfield(("thigh",)),
     "hfield_trunk": _heightfield(("trunk",)),
     "hfield_knees": _with_knees(_heightfield(())),
+    # The knees' floor with MJX keeping the deepest 12, 8 or 4 contacts of each dimension.
+    "hfield_knees_budget12": _budget(_with_knees(_heightfield(())), 12),
+    "hfield_knees_budget8": _budget(_with_knees(_heightfield(())), 8),
+    "hfield_knees_budget4": _budget(_with_knees(_heightfield(())), 4),
 }
 
 

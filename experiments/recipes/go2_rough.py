@@ -35,9 +35,10 @@ def get_config() -> config_lib.TrainConfig:
   # step, a 3 cm offset of the whole map per episode, 2% of the points missing.
   config.terrain.margin = 1.0
   # MJX keeps the 8 deepest contacts of the feet and of the knees (of 16 slots each): 52
-  # constraint rows instead of 92, 1.115 times the training speed on 2 cores; in the
-  # (256, 128, 64) policy's held-out panel more than 8 feet contacts touched on 0.015% of the
-  # steps (experiments/README.md, "Fewer contact slots").
+  # constraint rows instead of 92, 1.06 (two devices) to 1.12 (one) times the training speed on
+  # 2 cores, and the same stairs levels per env step; in a trained policy's held-out panel more
+  # than 8 foot contacts touched on 0.015% of the steps (experiments/README.md, "Fewer contact
+  # slots").
   config.terrain.max_contact_points = 8
   config.scan.enabled = True
   config.scan.length, config.scan.width = 1.2, 0.8
