@@ -223,7 +223,9 @@ def _mjx_contacts(field: robots.Heightfield, qpos: np.ndarray) -> dict[int, tupl
   """MJX's contacts of the Go2 on `field` at `qpos`, per contact dimension: (dist [C], the
   geom pairs [C, 2])."""
   model = mjx.put_model(robots.load("go2", field).mj_model, impl="jax")
-  data = mjx.forward(model, mjx.make_data(model).replace(qpos=jnp.asarray(qpos)))
+  # Kinematics and collision only, one small program: no constraint solve to compile.
+  collide = jax.jit(lambda data: mjx.collision(model, mjx.kinematics(model, data)))
+  data = collide(mjx.make_data(model).replace(qpos=jnp.asarray(qpos)))
   contact = jax.device_get(data._impl.contact)
   return {dim: (np.asarray(contact.dist)[contact.dim == dim],
                 np.asarray(contact.geom)[contact.dim == dim]) for dim in (1, 3)}
