@@ -256,7 +256,7 @@ def test_the_contact_budget_keeps_the_deepest_contacts_of_each_dimension():
     chex.assert_shape(dist, (4,))  # 16 slots without the budget
     deepest = np.sort(every[dim][0])[:4]
     chex.assert_trees_all_close(np.sort(dist), deepest, atol=1e-6)
-    # The four feet and three knees that touch are the ones kept.
+    # Each kept contact that touches is one that touches without the budget.
     touching = {tuple(g) for g in every[dim][1][every[dim][0] < 0]}
     assert {tuple(g) for g in geoms[dist < 0]} <= touching
   # The foot contacts kept are not the first four that touch.

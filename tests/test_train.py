@@ -356,7 +356,6 @@ class RefusalWithoutATrainedRunTest(absltest.TestCase):
                        "TrainConfig\n")
       self.assertFalse(target.exists())
 
-
   def test_a_contact_budget_below_the_feet(self):
     # The robot is loaded with the run's heightfield (for the trainer's env), and checked, before
     # anything is written.
@@ -367,6 +366,7 @@ class RefusalWithoutATrainedRunTest(absltest.TestCase):
     assert_refused(self, ran, r"config\.terrain\.max_contact_points=2 is invalid: it must be 0 "
                    r"\(every contact slot\) or at least the 4 feet of go2\n$")
     self.assertFalse(target.exists())
+
 
 class ProcessTest(absltest.TestCase):
 
