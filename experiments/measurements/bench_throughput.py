@@ -46,14 +46,17 @@ The physics-only and policy rollouts (mjx_sps, physics_sps, rollout_sps) are the
   python experiments/measurements/bench_throughput.py --num_envs=8 --num_seeds=4 \
       --config.families.num_train_families=8
 
-With --against=<section.field>=<value> (repeatable) the same config with those overrides is
-trained at the same batch, in the same rounds:
+With --against=<field>=<value> or <section.field>=<value> (repeatable) the same config with
+those overrides is trained in the same rounds, each chunk counted by its own env steps (so
+`--against=num_envs=512` or `--against=unroll_length=12` compares batch shapes):
   against            the overrides
   against_train_sps  its training chunk
   over_against       = train_sps / against_train_sps
 
   python experiments/measurements/bench_throughput.py --config=experiments/recipes/go2_rough.py \
       --num_envs=512 --config.terrain.max_contact_points=8 --against=terrain.max_contact_points=0
+  python experiments/measurements/bench_throughput.py --config=experiments/recipes/go2_rough.py \
+      --num_envs=256 --against=num_envs=512
 
 --config is the training CLI's: a config file, and --config.<field> overrides of any field.
 """
@@ -84,7 +87,7 @@ _UPDATES = flags.DEFINE_integer("updates_per_chunk", 2, "PPO updates per timed t
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed rounds; the median is reported.")
 _SEEDS = flags.DEFINE_integer("num_seeds", 1, "Training seeds of --num_envs envs each.")
 _AGAINST = flags.DEFINE_multi_string(
-    "against", [], "<section.field>=<value>: an override of the config trained beside it in the "
+    "against", [], "<[section.]field>=<value>: an override of the config trained beside it in the "
     "same rounds (repeatable; the overrides make one config).")
 
 
@@ -98,7 +101,7 @@ def _overridden(cfg: config_lib.TrainConfig, overrides: list[str]) -> config_lib
     for section in sections:
       target = getattr(target, section, None)
     if not equals or target is None or not hasattr(target, name):
-      raise app.UsageError(f"--against={item!r} is invalid: give <section.field>=<value> of a "
+      raise app.UsageError(f"--against={item!r} is invalid: give <[section.]field>=<value> of a "
                            "field of the config")
     try:
       value = ast.literal_eval(text)
@@ -182,11 +185,13 @@ def main(argv):
       jax.block_until_ready(metrics)
       times[f"{name}_train"].append(time.perf_counter() - start)
 
-  # Env steps per timed call: every seed's envs, and the wide run's S x num_envs.
-  envs = {"train": seeds * n, "wide_train": seeds * n}
-  sps = {name: envs.get(name, n) * t / statistics.median(ts) for name, ts in times.items() if ts}
-  for name in ["train"] + [f"{other}_train" for other in others]:
-    sps[name] *= cfg.updates_per_chunk
+  # Env steps per timed call: a rollout steps one seed's envs for the unroll; a training chunk
+  # steps its own config's chunk for every seed (an --against override may change its envs,
+  # unroll or updates, and the wide run has S x num_envs).
+  chunk_steps = lambda c: c.num_seeds * c.env_steps_per_chunk
+  steps = {"mjx": n * t, "physics": n * t, "rollout": n * t, "train": chunk_steps(cfg),
+           **{f"{name}_train": chunk_steps(other) for name, other in others.items()}}
+  sps = {name: steps[name] / statistics.median(ts) for name, ts in times.items() if ts}
   rounded = lambda name: round(sps[name]) if name in sps else None
   ratio = lambda a, b: round(sps[a] / sps[b], 3) if a in sps and b in sps else None
   per_env = lambda size, count: None if size is None else round(size / count)
