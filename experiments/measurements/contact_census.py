@@ -79,8 +79,7 @@ def main(argv: list[str]) -> None:
                "heightfield")
   dims, touched, alive = touching(pol)
   budget = _BUDGET.value
-  strata = np.array(pol.manifest.eval_strata)[
-      np.arange(alive.shape[1]) % len(pol.manifest.eval_families)]
+  strata = panel.env_strata(pol.manifest, alive.shape[1])
   result, above = {}, {}
   for dim in sorted(set(dims.tolist())):
     counts = touched[:, :, dims == dim].sum(axis=-1)  # [T, N]
