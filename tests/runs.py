@@ -52,9 +52,9 @@ def warm() -> pathlib.Path:
   return built
 
 
-def seeds_config() -> config_lib.TrainConfig:
-  """The shared 2-seed run's config: `trained_config()` with `num_seeds=2`."""
-  return configs.tiny(2, num_seeds=2, panel__every_chunks=2, checkpoint__every_chunks=1)
+def seeds_config(chunks: int = 2) -> config_lib.TrainConfig:
+  """The shared 2-seed run's config: `trained_config()` with `num_seeds=2` (`chunks` of it)."""
+  return configs.tiny(chunks, num_seeds=2, panel__every_chunks=2, checkpoint__every_chunks=1)
 
 
 def warm_seeds() -> pathlib.Path:

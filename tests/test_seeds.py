@@ -145,6 +145,7 @@ class EvaluateSeedsTest(absltest.TestCase):
     # Two seeds holding the same policy: each seed's figures are the single-seed evaluation's,
     # and seeds that agree have an interval of zero width, however much the envs differ.
     runs.warm()
+    runs.warm_seeds()  # compiles the 2-seed panel, which this test runs too
     config = configs.tiny(1)
     pol = policy_lib.load(runs.warm())
     evaluator = panel.make_evaluator(pol.config, pol.manifest, pol.networks)
@@ -169,17 +170,16 @@ class EvaluateSeedsTest(absltest.TestCase):
 
 
 class SeedRunTest(absltest.TestCase):
-  """A 2-seed tiny run of two chunks, and the same run stopped after one chunk and resumed."""
+  """The suite's shared 2-seed tiny run of two chunks (`runs.warm_seeds`, read here, not
+  changed), and the same config stopped after one chunk and resumed."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.root = pathlib.Path(tempfile.mkdtemp(prefix="seeds-"))
-    cls.config = configs.tiny(2, num_seeds=2, checkpoint__every_chunks=1,
-                              panel__every_chunks=1)
-    cls.result = runner.run(cls.config, cls.root / "straight")
-    runner.run(configs.tiny(1, num_seeds=2, checkpoint__every_chunks=1, panel__every_chunks=1),
-               cls.root / "resumed")
+    (cls.root / "straight").symlink_to(runs.warm_seeds(), target_is_directory=True)
+    cls.config = runs.seeds_config()
+    runner.run(runs.seeds_config(chunks=1), cls.root / "resumed")
     cls.resumed = runner.run(cls.config, cls.root / "resumed", resume=True)
 
   @classmethod
@@ -212,7 +212,8 @@ class SeedRunTest(absltest.TestCase):
       self.assertAlmostEqual(figures["fall_rate"], np.mean(per_seed), places=12)
       self.assertEqual(figures["reset"]["timeout"],
                        sum(seed[stratum]["reset"]["timeout"] for seed in evaluation["seeds"]))
-    self.assertEqual(self.result.policy.seed, evaluation["video_seed"])
+    # The run hands back the seed its last evaluation chose.
+    self.assertEqual(self.resumed.policy.seed, self._records("resumed", "eval")[-1]["video_seed"])
 
   def test_a_resumed_run_is_the_straight_run_bit_for_bit(self):
     wall = {"perf/sps", "perf/wall_seconds", "wall_seconds", "device/memory_bytes"}
