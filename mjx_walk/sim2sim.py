@@ -3,7 +3,7 @@ table beside MJX's.
 
   python -m mjx_walk.sim2sim --run_dir=runs/<run> [--step=N] [--seed=K|best]
                              [--policy=onnx|jax] [--solver=converged|mjx]
-                             [--envs_per_family=N]
+                             [--envs_per_family=N] [--strata=NAME,...]
 
 A run of several training seeds needs --seed (the record says which, `seed`); without one, or
 with one that names none of the run, the command refuses before anything is compiled or written.
@@ -14,7 +14,9 @@ through JAX (`--policy=jax`). C MuJoCo runs in float64 with a converged Newton s
 a gap the solver makes from one that precision, contacts or the inclined floor make. The MJX
 evaluation of the same checkpoint runs first. Each gap comes with its 95% interval over the
 stratum's episodes; `--envs_per_family` plays more episodes of the same evaluation families in
-both simulators than the run's panel has, to narrow the intervals. The record goes to
+both simulators than the run's panel has, to narrow the intervals; `--strata` replays only the
+named strata of the panel (MJX still evaluates all of it, so every env starts as in the full
+check) and records only those. The record goes to
 `sim2sim/<step>.json` and the run's ledger, and the report shows the latest one.
 `mjx_walk.deploy.sim2sim` says what is the same and what differs.
 """
@@ -28,6 +30,7 @@ from mjx_walk import cli
 from mjx_walk.deploy import onnx_export
 from mjx_walk.deploy import onnx_policy
 from mjx_walk.deploy import sim2sim
+from mjx_walk.evaluation import panel
 from mjx_walk.run import checkpoint
 from mjx_walk.run import ledger
 from mjx_walk.run import policy as policy_lib
@@ -42,6 +45,9 @@ _SOLVER = flags.DEFINE_string(
 _ENVS_PER_FAMILY = flags.DEFINE_integer(
     "envs_per_family", None, "Envs of each evaluation family, in both simulators; the run's "
     "panel.envs_per_family by default.")
+_STRATA = flags.DEFINE_list(
+    "strata", None, "The panel strata to replay and record, comma-separated; every stratum of "
+    "the run's panel by default.")
 
 
 def _actor(pol: policy_lib.Policy, kind: str) -> sim2sim.Act:
@@ -84,10 +90,14 @@ def main(argv: list[str]) -> None:
   except (checkpoint.CheckpointError, ValueError) as error:
     cli.refuse(str(error))
   try:
+    strata = panel.select_strata(pol.manifest, _STRATA.value)
+  except ValueError as error:
+    cli.refuse(f"--{error}")
+  try:
     act = _actor(pol, _POLICY.value)
   except onnx_export.ParityError as error:
     cli.refuse(str(error), status=1)
-  record = sim2sim.check(pol, act, _POLICY.value, _SOLVER.value, _ENVS_PER_FAMILY.value)
+  record = sim2sim.check(pol, act, _POLICY.value, _SOLVER.value, _ENVS_PER_FAMILY.value, strata)
   folder = run_folder.RunFolder(pol.run_dir)
   path = folder.write_sim2sim(record)
   with ledger.Ledger(folder.ledger_path) as run_ledger:

@@ -501,6 +501,16 @@ class HeightScanWorldsTest(parameterized.TestCase):
     slope = strata.index("slope")
     rest = np.asarray(obs)[slope, at]
     self.assertGreater(np.ptp(rest), 0.2)  # the slope is seen along gravity
+    # The replay casts rays for the worlds whose episodes go on: their observations are the same,
+    # and only an ended world's scan block reads otherwise.
+    alive = np.arange(num) != slope
+    partial, _ = world.observe(worlds, np.zeros(num, np.int32),
+                               np.asarray(start.task.last_action),
+                               np.asarray(start.task.gait_phase), alive)
+    np.testing.assert_array_equal(np.asarray(partial)[alive], np.asarray(obs)[alive])
+    np.testing.assert_array_equal(np.asarray(partial)[slope, :at.start], np.asarray(obs)[
+        slope, :at.start])
+    self.assertGreater(np.abs(np.asarray(partial)[slope, at] - rest).max(), 0.1)
     # Mid-episode poses: the trunk moved on the tile, turned, rolled and pitched, in MJX's frame
     # (the floor's), carried into each C world by its rotation.
     rng = np.random.default_rng(0)
@@ -678,9 +688,11 @@ class Sim2SimCommandTest(absltest.TestCase):
     cls.ran = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}", "--policy=jax",
                                 "--solver=mjx", "--envs_per_family=4")
     cls.path = run_folder.RunFolder(cls.run_dir).sim2sim_dir / "2.json"
-    # The ONNX export in the loop (the default), exported by the command since step 2 has none.
+    # The ONNX export in the loop (the default), exported by the command since step 2 has none;
+    # three of the five strata replayed.
     cls.ran_onnx = commands.run_main(sim2sim_cli.main, f"--run_dir={cls.run_dir}",
-                                     "--solver=mjx", "--envs_per_family=4")
+                                     "--solver=mjx", "--envs_per_family=4",
+                                     "--strata=friction,flat,slope")
     cls.onnx_path = cls.path.parent / "2.2.json"
 
   def test_writes_the_record_and_prints_the_table(self):
@@ -744,9 +756,18 @@ class Sim2SimCommandTest(absltest.TestCase):
     self.assertIn(f"exported {export / 'policy.onnx'}", self.ran_onnx.out)
     with_onnx, with_jax = (json.loads(p.read_text()) for p in (self.onnx_path, self.path))
     self.assertEqual((with_onnx["policy"], with_jax["policy"]), ("onnx", "jax"))
+    # Only the named strata, in the panel's order, each with all its episodes: the replayed envs
+    # are the named strata's, each from its own first state (the same endings as the full
+    # replay, below), and the others are left out of every table.
+    for table in ("strata", "mjx", "gap"):
+      self.assertEqual(list(with_onnx[table]), ["flat", "slope", "friction"], table)
+    for stratum in with_onnx["strata"]:
+      self.assertEqual(with_onnx["mjx"][stratum], with_jax["mjx"][stratum], stratum)
+      self.assertEqual(with_onnx["strata"][stratum]["num_envs"], 4, stratum)
     for stratum, c in with_onnx["strata"].items():
       reference = with_jax["strata"][stratum]
       self.assertEqual(c["reset"], reference["reset"], stratum)
+      self.assertEqual(c["episode_length"], reference["episode_length"], stratum)
       self.assertAlmostEqual(c["lin_vel_error"], reference["lin_vel_error"], delta=0.01,
                              msg=stratum)
       self.assertAlmostEqual(c["yaw_rate_error"], reference["yaw_rate_error"], delta=0.05,
@@ -778,6 +799,11 @@ class Sim2SimCommandTest(absltest.TestCase):
     self.assert_refused(
         commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--envs_per_family=0"),
         "--envs_per_family=0 is invalid: it must be a whole number of at least 1")
+    for strata in ("stairs", "flat,stairs", ""):
+      self.assert_refused(
+          commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", f"--strata={strata}"),
+          f"--strata='{strata}' is invalid: accepted are one or more of the run's panel strata, "
+          "comma-separated: flat, slope, push, payload, friction")
     self.assert_refused(
         commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--step=3"),
         f"no checkpoint at step 3 in {self.run_dir / 'checkpoints'}; saved steps: [2]")

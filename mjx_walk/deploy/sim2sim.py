@@ -342,15 +342,21 @@ class CMuJoCoPanel:
                  wrap=jax.jit(jax.vmap(lambda xy: terrain_lib.wrap(grid, xy))))
     return fns
 
-  def readings(self, worlds: list[_World]) -> observations.Readings:
+  def readings(self, worlds: list[_World], scanned: np.ndarray | None = None
+               ) -> observations.Readings:
     """What every robot measures now, in its own world frame, the height scan (with one) by
-    `scan`. Leaves [N, ...] float32."""
+    `scan` for the worlds `scanned` marks (bool [N]; every world by default) and 0 for the
+    others, whose readings are not used (an ended episode's, or the judging's, which reads no
+    scan). Leaves [N, ...] float32."""
     qpos = np.stack([w.data.qpos for w in worlds])  # [N, nq]
     qvel = np.stack([w.data.qvel for w in worlds])  # [N, nv]
     down = np.tile([0.0, 0.0, -1.0], (len(worlds), 1))
     scans = None
     if self.env.scan_config is not None:
-      scans = np.stack([self.scan(w) for w in worlds])  # [N, S]
+      scanned = np.ones(len(worlds), bool) if scanned is None else scanned
+      scans = np.zeros((len(worlds), len(self._scan_points)))  # [N, S]
+      for j in np.flatnonzero(scanned):
+        scans[j] = self.scan(worlds[j])
     return jax.tree.map(lambda x: np.asarray(x, np.float32), observations.Readings(
         quat=qpos[:, 3:7], lin_vel=qvel[:, 0:3], ang_vel=qvel[:, 3:6], down=down,
         joint_pos=qpos[:, self._qpos_adr], joint_vel=qvel[:, self._qvel_adr],
@@ -432,10 +438,13 @@ class CMuJoCoPanel:
         quats.astype(np.float32)))
 
   def observe(self, worlds: list[_World], step: np.ndarray, last_action: np.ndarray,
-              gait_phase: np.ndarray) -> tuple[jax.Array, jax.Array]:
+              gait_phase: np.ndarray, alive: np.ndarray | None = None
+              ) -> tuple[jax.Array, jax.Array]:
     """Every world's policy observation [N, O] and its command [N, 3] at control step `step`
-    [N], from the readings, the previous actions [N, A] and the gait clocks [N]."""
-    return self._step_fns["observe"](self.readings(worlds), self.family_params, step,
+    [N], from the readings, the previous actions [N, A] and the gait clocks [N]; the height scan
+    is cast for the worlds `alive` marks (bool [N]; all by default), the others' observations
+    are not used."""
+    return self._step_fns["observe"](self.readings(worlds, alive), self.family_params, step,
                                      last_action, gait_phase)
 
   def judge(self, worlds: list[_World], finite: np.ndarray, body_touches: np.ndarray,
@@ -458,10 +467,17 @@ class CMuJoCoPanel:
     height = self.trunk_heights(worlds)
     normal = np.stack([w.rotation[:, 2] for w in worlds]).astype(np.float32)  # world frame
     return jax.device_get(self._step_fns["judge"](
-        self.readings(worlds), height, normal, body_touches, finite, step, command))
+        self.readings(worlds, np.zeros(len(worlds), bool)), height, normal, body_touches,
+        finite, step, command))
 
-  def replay(self, act: Act) -> tuple[panel.EpisodeStats, float]:
+  def replay(self, act: Act, strata: list[str] | None = None
+             ) -> tuple[panel.EpisodeStats, float]:
     """Plays one episode per panel env with `act` in the loop.
+
+    Args:
+      act: the policy.
+      strata: the strata whose envs play (`panel.select_strata`); None, every env. The others'
+        episodes are not played: their statistics stay empty.
 
     Returns:
       (EpisodeStats with NumPy leaves [N], as the MJX panel's; the seconds the replay took).
@@ -474,12 +490,14 @@ class CMuJoCoPanel:
     gait_phase = np.asarray(start.task.gait_phase)  # [N]
     step = np.zeros(num_envs, np.int32)
     stats = jax.tree.map(np.asarray, panel.empty_stats(num_envs))
+    if strata is not None:
+      stats = stats.replace(alive=np.isin(panel.env_strata(self.manifest, num_envs), strata))
     trunk = env.robot.trunk_body_id
     clip = env.env_config.action_clip
     for _ in range(env.episode_steps):
       # The wrap first: the height scan reads the ground from the tile, as MJX's does.
       self.wrap([worlds[j] for j in np.flatnonzero(stats.alive)])
-      obs, command = self.observe(worlds, step, last_action, gait_phase)
+      obs, command = self.observe(worlds, step, last_action, gait_phase, stats.alive)
       action = np.clip(np.asarray(act(np.asarray(obs)), np.float32), -clip, clip)  # [N, A]
       history, targets, push = jax.device_get(
           self._step_fns["actuate"](self.family_params, history, action, step))
@@ -533,7 +551,8 @@ def record(pol: policy_lib.Policy, policy_kind: str, envs_per_family: int,
 
 
 def check(pol: policy_lib.Policy, act: Act, policy_kind: str, solver: str = "converged",
-          envs_per_family: int | None = None) -> dict[str, Any]:
+          envs_per_family: int | None = None, strata: list[str] | None = None
+          ) -> dict[str, Any]:
   """Evaluates `pol` on its run's panel in MJX and replays the panel in C MuJoCo with `act`.
 
   Args:
@@ -544,10 +563,16 @@ def check(pol: policy_lib.Policy, act: Act, policy_kind: str, solver: str = "con
     envs_per_family: the envs of each evaluation family in both simulators; None keeps the
       run's `panel.envs_per_family`. More envs play the same families from more first states
       (`panel.panel_envs`): more episodes per stratum, so narrower gap intervals.
+    strata: the strata C MuJoCo replays and the record holds (`panel.select_strata`); None, all.
+      MJX evaluates the whole panel either way, so each env starts as in the full check.
 
   Returns:
     The sim2sim record (`record`).
+
+  Raises:
+    ValueError: `strata` names none, or one the run's panel does not hold.
   """
+  replayed = panel.select_strata(pol.manifest, strata)
   config = pol.config
   if envs_per_family is not None:
     config = dataclasses.replace(config, panel=dataclasses.replace(
@@ -555,8 +580,12 @@ def check(pol: policy_lib.Policy, act: Act, policy_kind: str, solver: str = "con
   evaluator = panel.make_evaluator(config, pol.manifest, pol.networks)
   mjx_stats, _ = jax.device_get(evaluator.run(jax.device_get(pol.params)))
   world = CMuJoCoPanel(config, pol.manifest, solver)
-  c_stats, seconds = world.replay(act)
-  return record(pol, policy_kind, config.panel.envs_per_family,
-                panel.summarize(mjx_stats, pol.manifest, config),
-                world.summarize(c_stats), world.simulator, seconds,
-                gaps.gap_intervals(mjx_stats, c_stats, pol.manifest, config))
+  c_stats, seconds = world.replay(act, replayed)
+  mjx_summary = panel.summarize(mjx_stats, pol.manifest, config)
+  c_summary = world.summarize(c_stats)
+  intervals = gaps.gap_intervals(mjx_stats, c_stats, pol.manifest, config)
+  for by_stratum in (mjx_summary["strata"], c_summary["strata"], intervals):
+    for name in set(by_stratum) - set(replayed):
+      del by_stratum[name]
+  return record(pol, policy_kind, config.panel.envs_per_family, mjx_summary, c_summary,
+                world.simulator, seconds, intervals)

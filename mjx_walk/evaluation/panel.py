@@ -306,6 +306,20 @@ def env_strata(manifest: families.Manifest, num_envs: int) -> np.ndarray:
   return np.array(manifest.eval_strata)[np.arange(num_envs) % len(manifest.eval_families)]
 
 
+def select_strata(manifest: families.Manifest, strata: list[str] | None) -> list[str]:
+  """The panel strata `strata` names, in the panel's order; every one for None.
+
+  Raises:
+    ValueError: `strata` is empty or names a stratum the run's panel does not hold.
+  """
+  held = list(dict.fromkeys(manifest.eval_strata))
+  if strata is None:
+    return held
+  if not strata or any(name not in held for name in strata):
+    raise ValueError(f"strata={','.join(strata)!r} is invalid: accepted are one or more of the "
+                     f"run's panel strata, comma-separated: {', '.join(held)}")
+  return [name for name in held if name in strata]
+
 def episode_figures(stats: EpisodeStats, config: config_lib.TrainConfig) -> dict[str, np.ndarray]:
   """Each episode's own figures, [N] each, whose mean over a stratum's episodes is the
   stratum's figure of the same name in `summarize` (success and falls as 1 or 0).
