@@ -320,6 +320,7 @@ def select_strata(manifest: families.Manifest, strata: list[str] | None) -> list
                      f"run's panel strata, comma-separated: {', '.join(held)}")
   return [name for name in held if name in strata]
 
+
 def episode_figures(stats: EpisodeStats, config: config_lib.TrainConfig) -> dict[str, np.ndarray]:
   """Each episode's own figures, [N] each, whose mean over a stratum's episodes is the
   stratum's figure of the same name in `summarize` (success and falls as 1 or 0).
