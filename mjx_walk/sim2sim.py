@@ -2,7 +2,7 @@
 table beside MJX's.
 
   python -m mjx_walk.sim2sim --run_dir=runs/<run> [--step=N] [--seed=K|best]
-                             [--policy=onnx|jax] [--solver=converged|mjx]
+                             [--policy=onnx|jax] [--solver=converged|mjx] [--ccd=native|mpr]
                              [--envs_per_family=N] [--strata=NAME,...]
 
 A run of several training seeds needs --seed (the record says which, `seed`); without one, or
@@ -11,12 +11,14 @@ The policy runs in the loop through its ONNX export (`--policy=onnx`, the defaul
 `python -m mjx_walk.export` writes for the step and seed, exported first if there is none) or
 through JAX (`--policy=jax`). C MuJoCo runs in float64 with a converged Newton solver
 (`--solver=converged`); `--solver=mjx` keeps the robot file's MJX solver settings instead, to tell
-a gap the solver makes from one that precision, contacts or the inclined floor make. The MJX
-evaluation of the same checkpoint runs first. Each gap comes with its 95% interval over the
-stratum's episodes; `--envs_per_family` plays more episodes of the same evaluation families in
-both simulators than the run's panel has, to narrow the intervals; `--strata` replays only the
-named strata of the panel (MJX still evaluates all of it, so every env starts as in the full
-check) and records only those. The record goes to
+a gap the solver makes from one that precision, contacts or the inclined floor make. Its convex
+collisions (the feet and knees on a heightfield) recover penetration with MuJoCo's own algorithm
+(`--ccd=native`, MuJoCo's default) or libccd's MPR (`--ccd=mpr`), to tell a gap that the
+heightfield's cell walls make. The MJX evaluation of the same checkpoint runs first. Each gap
+comes with its 95% interval over the stratum's episodes; `--envs_per_family` plays more episodes
+of the same evaluation families in both simulators than the run's panel has, to narrow the
+intervals; `--strata` replays only the named strata of the panel (MJX still evaluates all of it,
+so every env starts as in the full check) and records only those. The record goes to
 `sim2sim/<step>.json` and the run's ledger, and the report shows the latest one.
 `mjx_walk.deploy.sim2sim` says what is the same and what differs.
 """
@@ -27,6 +29,7 @@ from absl import app
 from absl import flags
 
 from mjx_walk import cli
+from mjx_walk.deploy import c_options
 from mjx_walk.deploy import onnx_export
 from mjx_walk.deploy import onnx_policy
 from mjx_walk.deploy import sim2sim
@@ -41,7 +44,10 @@ _POLICY = flags.DEFINE_string(
     "policy", "onnx", "The policy in C MuJoCo's loop: onnx (the exported file, run by "
     "onnxruntime) or jax (the checkpoint, run by JAX).")
 _SOLVER = flags.DEFINE_string(
-    "solver", "converged", f"C MuJoCo's solver settings: {', '.join(sim2sim.SOLVERS)}.")
+    "solver", "converged", f"C MuJoCo's solver settings: {', '.join(c_options.SOLVERS)}.")
+_CCD = flags.DEFINE_string(
+    "ccd", "native", "C MuJoCo's penetration depth and normal of convex collisions: native "
+    "(MuJoCo's own, its default) or mpr (libccd's).")
 _ENVS_PER_FAMILY = flags.DEFINE_integer(
     "envs_per_family", None, "Envs of each evaluation family, in both simulators; the run's "
     "panel.envs_per_family by default.")
@@ -79,9 +85,11 @@ def main(argv: list[str]) -> None:
   if _POLICY.value not in POLICIES:
     cli.refuse(f"--policy={_POLICY.value!r} is invalid: accepted policies are "
                f"{', '.join(POLICIES)}")
-  if _SOLVER.value not in sim2sim.SOLVERS:
+  if _SOLVER.value not in c_options.SOLVERS:
     cli.refuse(f"--solver={_SOLVER.value!r} is invalid: accepted solvers are "
-               f"{', '.join(sim2sim.SOLVERS)}")
+               f"{', '.join(c_options.SOLVERS)}")
+  if _CCD.value not in c_options.CCDS:
+    cli.refuse(f"--ccd={_CCD.value!r} is invalid: accepted are {', '.join(c_options.CCDS)}")
   if _ENVS_PER_FAMILY.value is not None and _ENVS_PER_FAMILY.value < 1:
     cli.refuse(f"--envs_per_family={_ENVS_PER_FAMILY.value} is invalid: it must be a whole "
                "number of at least 1")
@@ -97,7 +105,8 @@ def main(argv: list[str]) -> None:
     act = _actor(pol, _POLICY.value)
   except onnx_export.ParityError as error:
     cli.refuse(str(error), status=1)
-  record = sim2sim.check(pol, act, _POLICY.value, _SOLVER.value, _ENVS_PER_FAMILY.value, strata)
+  record = sim2sim.check(pol, act, _POLICY.value, _SOLVER.value, _ENVS_PER_FAMILY.value, strata,
+                         _CCD.value)
   folder = run_folder.RunFolder(pol.run_dir)
   path = folder.write_sim2sim(record)
   with ledger.Ledger(folder.ledger_path) as run_ledger:

@@ -141,12 +141,15 @@ def pytest_terminal_summary(terminalreporter):
 # The longest files first (cold compilation cache): pytest-xdist hands out whole files
 # (`--dist loadfile`) in collection order (`--no-loadscope-reorder` in pyproject.toml; without it
 # xdist sorts files by their number of tests, and this order would only break ties), so a long
-# file collected last would run alone at the end. Ordered by their measured durations on a cold
-# cache (tests/README.md has the table); the rest follow alphabetically.
-_LONGEST_FIRST = ("test_trainer.py", "test_env.py", "test_checkpoint.py", "test_sim2sim.py",
-                  "test_train.py", "test_evaluate.py", "test_export.py", "test_terrain.py",
-                  "test_notebooks.py", "test_families.py", "test_sharding.py", "test_ppo.py",
-                  "test_gpu_check.py", "test_audit.py", "test_traces.py", "test_report.py")
+# file collected last would run alone at the end. Ordered by their measured wall seconds on a cold
+# cache (2026-12-06; tests/README.md, "The order files start in, again"); the rest follow
+# alphabetically. A new long file belongs here.
+_LONGEST_FIRST = ("test_checkpoint.py", "test_sim2sim.py", "test_trainer.py", "test_seeds.py",
+                  "test_evaluate.py", "test_terrain.py", "test_notebooks.py", "test_gpu_check.py",
+                  "test_train.py", "test_export.py", "test_env.py", "test_families.py",
+                  "test_ppo.py", "test_traces.py", "test_layers.py", "test_report.py",
+                  "test_sharding.py", "test_robots.py", "test_audit.py", "test_scaling.py",
+                  "test_videos.py", "test_seed_report.py")
 
 
 def pytest_collection_modifyitems(config, items):

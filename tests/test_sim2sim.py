@@ -126,10 +126,10 @@ class WorldsTest(absltest.TestCase):
     simulator = self.world.simulator
     self.assertEqual({k: simulator[k] for k in ("settings", "solver", "iterations",
                                                  "ls_iterations", "tolerance", "integrator",
-                                                 "cone", "precision")},
+                                                 "cone", "precision", "ccd")},
                      {"settings": "converged", "solver": "NEWTON", "iterations": 100,
                       "ls_iterations": 50, "tolerance": 1e-10, "integrator": "EULER",
-                      "cone": "PYRAMIDAL", "precision": "float64"})
+                      "cone": "PYRAMIDAL", "precision": "float64", "ccd": "native"})
     self.assertAlmostEqual(simulator["physics_timestep"], 0.005)
     payload = next(j for j in range(10) if self.family(j).stratum == "payload")
     self.assertGreater(self.worlds[payload].model.body_mass[trunk],
@@ -352,6 +352,39 @@ class HeightfieldWorldsTest(absltest.TestCase):
     mujoco.mju_quat2Mat(turned, slope.model.geom_quat[floor])
     np.testing.assert_allclose(turned.reshape(3, 3), slope.rotation, atol=1e-9)
     self.assertIn("heightfield", self.world.simulator["ground"])
+
+  def test_the_collision_option_reaches_every_world_and_turns_a_sunk_foots_normals(self):
+    # A foot sunk 15 mm into the flat family's ground, its centre 5 mm past a cell's edge: the
+    # prisms of the cells around it push it out along normals tilted from the vertical, MuJoCo's
+    # own penetration recovery (native) further than libccd's MPR (at the pinned MuJoCo 3.17,
+    # lowest normal z 0.37 against 0.57). Catches `--ccd` not set on the worlds (or not on the
+    # slope's inclined floor, compiled apart), or set in place of the robot file's flags.
+    mpr_panel = sim2sim.CMuJoCoPanel(self.config, self.manifest, ccd="mpr")
+    mpr_worlds, _ = mpr_panel.worlds()
+    robot_flags = self.world.env.robot.mj_model.opt.disableflags
+    self.assertEqual((self.world.simulator["ccd"], mpr_panel.simulator["ccd"]), ("native", "mpr"))
+    for native, mpr in zip(self.worlds, mpr_worlds):
+      self.assertEqual(native.model.opt.disableflags, robot_flags)
+      self.assertEqual(mpr.model.opt.disableflags,
+                       robot_flags | mujoco.mjtDisableBit.mjDSBL_NATIVECCD)
+    foot = self.world.env.robot.foot_geom_ids[0]
+    radius = self.world.env.robot.mj_model.geom_size[foot, 0]
+    lowest = []
+    for world in (self.worlds[self.index("flat")], mpr_worlds[self.index("flat")]):
+      data = mujoco.MjData(world.model)
+      data.qpos[:] = world.data.qpos
+      mujoco.mj_kinematics(world.model, data)
+      at = data.geom_xpos[foot].copy()
+      cell = np.floor((at[0:2] + self.grid.half_size) / self.grid.resolution)
+      edge_x, mid_y = (cell + [1.0, 0.3]) * self.grid.resolution - self.grid.half_size
+      data.qpos[0:3] += np.array([edge_x + 0.005, mid_y, radius - 0.015]) - at
+      mujoco.mj_kinematics(world.model, data)
+      mujoco.mj_collision(world.model, data)
+      normals = [c.frame[2] for c in data.contact[:data.ncon] if foot in (c.geom1, c.geom2)]
+      self.assertNotEmpty(normals)
+      lowest.append(min(normals))
+    self.assertLess(lowest[0], 0.5)
+    self.assertGreater(lowest[1], lowest[0] + 0.1)
 
   def test_the_wrap_is_the_envs(self):
     # Catches a trunk left off the tile, moved by the wrong amount, or moved along world axes
@@ -657,9 +690,14 @@ class FormatTest(absltest.TestCase):
     self.assertEqual(lines[3], "friction      100.0%   75.0%  -25.0%      0.0%   25.0%  +25.0%"
                                "     500.0   410.5   -89.5     0.100   0.200  +0.100     0.050"
                                "   0.050  +0.000  MISSED   timeout=3 fall=1")
+    # A record from before the collision option was recorded ran MuJoCo's default.
     self.assertIn("onnx policy in C MuJoCo 3.17.0, float64, NEWTON solver (converged: up to "
-                  "100 iterations, tolerance 1e-10), EULER at 0.005 s", lines[0])
+                  "100 iterations, tolerance 1e-10), native collisions, EULER at 0.005 s",
+                  lines[0])
     self.assertLen(lines, 4)  # a record without intervals (written before them) has no more
+    record["simulator"]["ccd"] = "mpr"
+    self.assertIn("tolerance 1e-10), mpr collisions, EULER",
+                  ledger.format_sim2sim(record).splitlines()[0])
 
     record["envs_per_family"] = 4
     record["gap"] = gaps_lib.gaps({"friction": m}, {"friction": c}, {
@@ -794,6 +832,9 @@ class Sim2SimCommandTest(absltest.TestCase):
     self.assert_refused(
         commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--solver=fast"),
         "--solver='fast' is invalid: accepted solvers are converged, mjx")
+    self.assert_refused(
+        commands.run_main(sim2sim_cli.main, f"--run_dir={self.run_dir}", "--ccd=gjk"),
+        "--ccd='gjk' is invalid: accepted are native, mpr")
     self.assert_refused(commands.run_main(sim2sim_cli.main),
                         "give the run to check: --run_dir=runs/<run>")
     self.assert_refused(

@@ -18,6 +18,7 @@ import json
 from absl import app
 from absl import flags
 
+from mjx_walk.deploy import c_options
 from mjx_walk.deploy import sim2sim
 from mjx_walk.evaluation import panel
 from mjx_walk.run import policy as policy_lib
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> None:
   by_iterations = {}
   for text in _ITERATIONS.value:
     iterations = int(text)
-    settings = (sim2sim.SOLVERS["converged"] | {"iterations": iterations} if iterations > 1
+    settings = (c_options.SOLVERS["converged"] | {"iterations": iterations} if iterations > 1
                 else {"iterations": 1, "ls_iterations": 5, "tolerance": 1e-8})
     world = sim2sim.CMuJoCoPanel(pol.config, pol.manifest, settings=settings)
     stats, seconds = world.replay(pol.act)

@@ -25,10 +25,11 @@ the same way.
 
 Different, on purpose (`CMuJoCoPanel.simulator` records it):
   * precision: float64 against MJX's float32;
-  * the constraint solver (`SOLVERS`): by default Newton to a tolerance of 1e-10 (up to 100
+  * the solver (`c_options.SOLVERS`): by default Newton to a tolerance of 1e-10 (up to 100
     iterations, 50 line-search steps) against MJX's single iteration; "mjx" keeps MJX's settings,
     to tell a gap the solver makes from the others. The integrator (the robot file's Euler), the
     friction cone and the timestep are MJX's;
+  * the collisions: C MuJoCo's own (`c_options.CCDS`, MuJoCo's default or libccd's MPR);
   * the slope: a real inclined floor under vertical gravity, against MJX's level floor under
     tilted gravity. C MuJoCo's world is MJX's turned by the rotation that takes the family's
     gravity to straight down (`floor_rotation`): the spawn pose and velocities and every push are
@@ -54,6 +55,7 @@ import mujoco
 import numpy as np
 
 from mjx_walk import config as config_lib
+from mjx_walk.deploy import c_options
 from mjx_walk.deploy import gaps
 from mjx_walk.evaluation import panel
 from mjx_walk.run import policy as policy_lib
@@ -66,13 +68,6 @@ from mjx_walk.sim import height_scan
 from mjx_walk.sim import observations
 from mjx_walk.sim import robots
 from mjx_walk.sim import terrain as terrain_lib
-
-SOLVERS = {
-    "converged": {"iterations": 100, "ls_iterations": 50, "tolerance": 1e-10},
-    "mjx": {},
-}
-"""C MuJoCo's constraint-solver settings by name: changes to the robot file's options, which are
-MJX's (`mjx` changes nothing)."""
 
 RAY_START = 0.5
 """How far above the trunk's height plus the scan's lowest reading each scan ray starts, m."""
@@ -148,17 +143,22 @@ class CMuJoCoPanel:
   Args:
     config: the run's config; its `panel` section defines the panel.
     manifest: the run's manifest (its evaluation families).
-    solver: a key of `SOLVERS`.
+    solver: a key of `c_options.SOLVERS`.
     settings: other solver settings (`mujoco.MjOption` fields and values), recorded as "custom";
       for experiments that sweep them. Only with `solver` left at its default.
+    ccd: a key of `c_options.CCDS`.
   """
 
   def __init__(self, config: config_lib.TrainConfig, manifest: families.Manifest,
-               solver: str = "converged", settings: dict[str, float] | None = None):
-    if solver not in SOLVERS:
-      raise ValueError(f"solver {solver!r} is invalid: accepted solvers are {', '.join(SOLVERS)}")
+               solver: str = "converged", settings: dict[str, float] | None = None,
+               ccd: str = "native"):
+    for name, value, accepted in (("solver", solver, c_options.SOLVERS),
+                                  ("ccd", ccd, c_options.CCDS)):
+      if value not in accepted:
+        raise ValueError(f"{name} {value!r} is invalid: accepted are {', '.join(accepted)}")
     self.solver = solver if settings is None else "custom"
-    self._settings = SOLVERS[solver] if settings is None else dict(settings)
+    self._ccd = c_options.CCDS[ccd]
+    self._settings = c_options.SOLVERS[solver] if settings is None else dict(settings)
     self.config = config
     self.manifest = manifest
     self.env = env_lib.LocomotionEnv(panel.panel_config(config))
@@ -184,10 +184,11 @@ class CMuJoCoPanel:
     self._step_fns = self._compile()
 
   def _configure(self, model: mujoco.MjModel) -> mujoco.MjModel:
-    """Sets the run's physics timestep, the solver settings and vertical gravity."""
+    """Sets the run's physics timestep, the solver and collision settings and vertical gravity."""
     model.opt.timestep = float(self.env.model.opt.timestep)
     for name, value in self._settings.items():
       setattr(model.opt, name, value)
+    model.opt.disableflags |= self._ccd
     model.opt.gravity[:] = (0.0, 0.0, -families.STANDARD_GRAVITY)
     return model
 
@@ -218,6 +219,7 @@ class CMuJoCoPanel:
         "tolerance": float(opt.tolerance),
         "integrator": mujoco.mjtIntegrator(opt.integrator).name.removeprefix("mjINT_"),
         "cone": mujoco.mjtCone(opt.cone).name.removeprefix("mjCONE_"),
+        "ccd": "mpr" if opt.disableflags & c_options.CCDS["mpr"] else "native",
         "physics_timestep": float(opt.timestep),
         "slope": "inclined floor, vertical gravity",
         **ground,
@@ -470,6 +472,20 @@ class CMuJoCoPanel:
         self.readings(worlds, np.zeros(len(worlds), bool)), height, normal, body_touches,
         finite, step, command))
 
+  def physics(self, env_index: int, world: _World, targets: np.ndarray, push: np.ndarray
+              ) -> bool:
+    """One control step of panel env `env_index`'s physics: its PD targets [A] and push [3] (in
+    MJX's frame) applied, `substeps` C MuJoCo steps. Returns whether the state stayed finite."""
+    del env_index  # for subclasses that record the steps
+    world.data.ctrl[:] = targets
+    world.data.xfrc_applied[self.env.robot.trunk_body_id, 0:3] = world.rotation @ push
+    for _ in range(self.env.substeps):
+      mujoco.mj_step(world.model, world.data)
+    # C MuJoCo resets a state whose accelerations blow up and only warns; that is a non-finite
+    # state as MJX would see it.
+    return bool(np.isfinite(world.data.qpos).all() and np.isfinite(world.data.qvel).all()
+                and not world.data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number)
+
   def replay(self, act: Act, strata: list[str] | None = None
              ) -> tuple[panel.EpisodeStats, float]:
     """Plays one episode per panel env with `act` in the loop.
@@ -492,7 +508,6 @@ class CMuJoCoPanel:
     stats = jax.tree.map(np.asarray, panel.empty_stats(num_envs))
     if strata is not None:
       stats = stats.replace(alive=np.isin(panel.env_strata(self.manifest, num_envs), strata))
-    trunk = env.robot.trunk_body_id
     clip = env.env_config.action_clip
     for _ in range(env.episode_steps):
       # The wrap first: the height scan reads the ground from the tile, as MJX's does.
@@ -504,17 +519,8 @@ class CMuJoCoPanel:
       finite = np.ones(num_envs, bool)
       body_touches = np.zeros((num_envs, len(env.ground.body_geoms)), bool)
       for j in np.flatnonzero(stats.alive):
-        world = worlds[j]
-        world.data.ctrl[:] = targets[j]
-        world.data.xfrc_applied[trunk, 0:3] = world.rotation @ push[j]
-        for _ in range(env.substeps):
-          mujoco.mj_step(world.model, world.data)
-        # C MuJoCo resets a state whose accelerations blow up and only warns; that is a
-        # non-finite state as MJX would see it.
-        finite[j] = bool(np.isfinite(world.data.qpos).all() and np.isfinite(
-            world.data.qvel).all() and not world.data.warning[
-                mujoco.mjtWarning.mjWARN_BADQACC].number)
-        body_touches[j] = self.body_touches(world) & finite[j]
+        finite[j] = self.physics(j, worlds[j], targets[j], push[j])
+        body_touches[j] = self.body_touches(worlds[j]) & finite[j]
       reason, errors = self.judge(worlds, finite, body_touches, step, command)
       stats = panel.accumulate_step(stats, reason, np.zeros(num_envs, np.float32),
                                     errors[:, 0], errors[:, 1], body_touches.any(axis=1))
@@ -551,20 +557,21 @@ def record(pol: policy_lib.Policy, policy_kind: str, envs_per_family: int,
 
 
 def check(pol: policy_lib.Policy, act: Act, policy_kind: str, solver: str = "converged",
-          envs_per_family: int | None = None, strata: list[str] | None = None
-          ) -> dict[str, Any]:
+          envs_per_family: int | None = None, strata: list[str] | None = None,
+          ccd: str = "native") -> dict[str, Any]:
   """Evaluates `pol` on its run's panel in MJX and replays the panel in C MuJoCo with `act`.
 
   Args:
     pol: the loaded checkpoint; MJX evaluates it with `Policy.act`.
     act: the policy C MuJoCo runs in the loop (the ONNX export, or `pol.act`).
     policy_kind: "onnx" or "jax", recorded.
-    solver: a key of `SOLVERS`.
+    solver: a key of `c_options.SOLVERS`.
     envs_per_family: the envs of each evaluation family in both simulators; None keeps the
       run's `panel.envs_per_family`. More envs play the same families from more first states
       (`panel.panel_envs`): more episodes per stratum, so narrower gap intervals.
     strata: the strata C MuJoCo replays and the record holds (`panel.select_strata`); None, all.
       MJX evaluates the whole panel either way, so each env starts as in the full check.
+    ccd: a key of `c_options.CCDS`.
 
   Returns:
     The sim2sim record (`record`).
@@ -579,7 +586,7 @@ def check(pol: policy_lib.Policy, act: Act, policy_kind: str, solver: str = "con
         config.panel, envs_per_family=envs_per_family))
   evaluator = panel.make_evaluator(config, pol.manifest, pol.networks)
   mjx_stats, _ = jax.device_get(evaluator.run(jax.device_get(pol.params)))
-  world = CMuJoCoPanel(config, pol.manifest, solver)
+  world = CMuJoCoPanel(config, pol.manifest, solver, ccd=ccd)
   c_stats, seconds = world.replay(act, replayed)
   mjx_summary = panel.summarize(mjx_stats, pol.manifest, config)
   c_summary = world.summarize(c_stats)

@@ -394,7 +394,8 @@ def format_sim2sim(record: dict[str, Any]) -> str:
            f"{record['policy']} policy{_of_seed(record)} in {sim['engine']}, "
            f"{sim['precision']}, {sim['solver']} solver ({sim['settings']}: up to "
            f"{sim['iterations']} iterations, tolerance "
-           f"{sim['tolerance']:g}), {sim['integrator']} at {sim['physics_timestep']:g} s, "
+           f"{sim['tolerance']:g}), {sim.get('ccd', 'native')} collisions, "  # native before --ccd
+           f"{sim['integrator']} at {sim['physics_timestep']:g} s, "
            f"{sim['slope']}; {record['wall_seconds']:.0f} s",
            f"m = MJX, c = C MuJoCo, d = c - m; targets: {targets}",
            f"{'stratum':<{w}}" + "".join(f"{f'{label} m':>10}{'c':>8}{'d':>8}"
