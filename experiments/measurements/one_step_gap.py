@@ -132,6 +132,16 @@ def main(argv: list[str]) -> None:
     config = dataclasses.replace(config, terrain=dataclasses.replace(
         config.terrain, max_contact_points=0))
   recorder = _Recorder(config, pol.manifest, solver="mjx", ccd=_CCD.value)
+  if recorder.grid is None:
+    raise app.UsageError(f"{pol.run_dir} trains on the plane: one_step_gap.py compares "
+                         "heightfield collisions, on a run with terrain.ground='heightfield'")
+  env_strata = panel.env_strata(pol.manifest, recorder.num_envs)
+  gravity = np.asarray(recorder.family_params.gravity)  # [N, 3]
+  tilted = sorted(str(s) for s in set(env_strata[np.abs(gravity[:, 0:2]).max(axis=1) > 0])
+                  & set(strata))
+  if tilted:
+    raise app.UsageError(f"--strata={','.join(strata)} holds tilted strata {tilted}: C MuJoCo "
+                         "turns their worlds, so their states are not MJX's; name level strata")
   stats, seconds = recorder.replay(pol.act, strata)
   steps = {k: np.stack([s[k] for s in recorder.steps]) for k in recorder.steps[0]}
   if _X64.value:
@@ -143,7 +153,6 @@ def main(argv: list[str]) -> None:
       "ang_vel": np.linalg.norm(qvel[:, 3:6] - steps["end_qvel"][:, 3:6], axis=1),
       "joint_vel_max": np.abs(qvel[:, 6:] - steps["end_qvel"][:, 6:]).max(axis=1),
   }
-  env_strata = panel.env_strata(pol.manifest, recorder.num_envs)
   reason = np.asarray(stats.reason)
   fell = (reason != endings.ResetReason.NONE) & (reason != endings.ResetReason.TIMEOUT)  # [N]
   before_fall = np.zeros(len(steps["env"]), bool)
