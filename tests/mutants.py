@@ -81,6 +81,8 @@ OBSERVATIONS = ("tests/test_observations.py",)
 WORLDS = ("tests/test_sim2sim.py::WorldsTest",)
 CCD = ("tests/test_sim2sim.py::HeightfieldWorldsTest::test_the_collision_option_reaches_every_"
        "world_and_turns_a_sunk_foots_normals",)
+STIFF_CONTACT = ("tests/test_sim2sim.py::HeightfieldWorldsTest::test_a_stiffer_contact_reaches_"
+                 "both_simulators_and_every_world",)
 GAP_INTERVALS = ("tests/test_sim2sim.py::GapsTest", "tests/test_sim2sim.py::GapIntervalsTest")
 SIM2SIM_RECORD = ("tests/test_sim2sim.py::Sim2SimCommandTest::test_writes_the_record_and_prints_"
                   "the_table",)
@@ -288,6 +290,17 @@ MUTANTS = (
     Mutant("sim2sim_ccd_replaces_the_robots_flags", "mjx_walk/deploy/sim2sim.py",
            "model.opt.disableflags |= self._ccd", "model.opt.disableflags = self._ccd",
            CCD),
+    Mutant("contact_timeconst_not_applied_in_the_env", "mjx_walk/sim/env.py",
+           "      mj_model.geom_solref[:, 0] = config.env.contact_timeconst\n",
+           "      pass\n", STIFF_CONTACT),
+    Mutant("contact_timeconst_as_the_damping_ratio", "mjx_walk/sim/env.py",
+           "mj_model.geom_solref[:, 0] = config.env.contact_timeconst",
+           "mj_model.geom_solref[:, 1] = config.env.contact_timeconst", STIFF_CONTACT),
+    Mutant("sim2sim_contact_not_copied", "mjx_walk/deploy/sim2sim.py",
+           "    model.geom_solref[:] = self.env.robot.mj_model.geom_solref",
+           "    pass", STIFF_CONTACT),
+    Mutant("contact_timeconst_unchecked_against_the_timestep", "mjx_walk/config/run.py",
+           "  env_lib.check_contact_timeconst(config.env, timestep)\n", "", CONFIG),
     Mutant("sim2sim_family_not_applied", "mjx_walk/deploy/sim2sim.py",
            "        getattr(model, name)[:] = values[family]\n",
            "        pass\n", WORLDS),

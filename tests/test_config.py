@@ -48,6 +48,9 @@ class ValidateTest(parameterized.TestCase):
       ("tilt", {"env__fall_tilt_degrees": 200.0}, r"fall_tilt_degrees=200\.0 .*\(0, 180\]"),
       ("coarse_timestep", {"env__physics_timestep": 0.05}, r"config\.env\.physics_timestep=0\.05 .*0 \(the robot's MJCF timestep\) or in \(0, 0\.02\]"),
       ("hz_off_the_timestep", {"env__control_hz": 60.0}, r"config\.env\.control_hz=60\.0 .*whole multiple of the physics timestep 0\.005 s \(e\.g\. control_hz=66\.6667\)"),
+      ("contact_past_mujocos_stiffest", {"env__contact_timeconst": 0.009},
+       r"config\.env\.contact_timeconst=0\.009 .*0 \(the robot file's\) or in \[2 x the physics timestep = 0\.01, 0\.1\] s"),
+      ("negative_contact", {"env__contact_timeconst": -0.02}, r"config\.env\.contact_timeconst=-0\.02 .*0\.01, 0\.1\]"),
       ("gait_too_fast", {"env__gait_hz": 20.0}, r"config\.env\.gait_hz=20\.0 .*0 \(no clock\) or in \(0, control_hz / 4 = 12\.5\]"),
       ("gait_reward_without_clock", {"env__gait_hz": 0.0}, r"config\.reward\.gait_phase=1\.0 .*needs the gait clock: set env\.gait_hz > 0"),
       ("zero_swing", {"reward__swing_height": 0.0}, r"config\.reward\.swing_height=0\.0 .*> 0"),
@@ -274,6 +277,13 @@ class ValidateTest(parameterized.TestCase):
     self.assertEqual(config_lib.substeps(cfg, 0.004), 5)
     cfg.env.control_hz = 60.0
     with self.assertRaisesRegex(ValueError, r"control_hz=60\.0 .*whole multiple of the physics timestep 0\.004"):
+      config_lib.substeps(cfg, 0.004)
+    # With the robot file's timestep (physics_timestep=0), the contact is checked against it.
+    cfg = config_lib.default()
+    cfg.env.contact_timeconst = 0.008
+    self.assertEqual(config_lib.substeps(cfg, 0.004), 5)
+    cfg.env.contact_timeconst = 0.007
+    with self.assertRaisesRegex(ValueError, r"contact_timeconst=0\.007 .*= 0\.008, 0\.1\] s"):
       config_lib.substeps(cfg, 0.004)
 
   def test_derived_quantities(self):

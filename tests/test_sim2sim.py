@@ -131,6 +131,7 @@ class WorldsTest(absltest.TestCase):
                       "ls_iterations": 50, "tolerance": 1e-10, "integrator": "EULER",
                       "cone": "PYRAMIDAL", "precision": "float64", "ccd": "native"})
     self.assertAlmostEqual(simulator["physics_timestep"], 0.005)
+    self.assertEqual(simulator["contact_timeconst"], [0.02])  # the robot file's, MuJoCo's default
     payload = next(j for j in range(10) if self.family(j).stratum == "payload")
     self.assertGreater(self.worlds[payload].model.body_mass[trunk],
                        nominal.body_mass[trunk] + 3.9)
@@ -385,6 +386,38 @@ class HeightfieldWorldsTest(absltest.TestCase):
       lowest.append(min(normals))
     self.assertLess(lowest[0], 0.5)
     self.assertGreater(lowest[1], lowest[0] + 0.1)
+
+  def test_a_stiffer_contact_reaches_both_simulators_and_every_world(self):
+    # `env.contact_timeconst` is written to every geom of MJX's model and of each C MuJoCo world
+    # (the slope's inclined floor, compiled apart, too), and the record says so. A foot dropped
+    # 3 cm onto the flat family's ground in C MuJoCo sinks at most 0.8 times as deep as with the
+    # robot file's 0.02 s (6.5 against 10.5 mm from 10 cm on the plane). Catches the value not
+    # applied in the env, not copied to the worlds, or written as the damping ratio.
+    config = dataclasses.replace(
+        self.config, env=dataclasses.replace(self.config.env, contact_timeconst=0.01))
+    stiff_panel = sim2sim.CMuJoCoPanel(config, self.manifest)
+    stiff_worlds, _ = stiff_panel.worlds()
+    ngeom = self.world.env.robot.mj_model.ngeom
+    chex.assert_trees_all_close(np.asarray(stiff_panel.env.model.geom_solref),
+                                np.tile([0.01, 1.0], (ngeom, 1)), rtol=1e-6)
+    for default, stiff in zip(self.worlds, stiff_worlds):
+      chex.assert_trees_all_close(default.model.geom_solref, np.tile([0.02, 1.0], (ngeom, 1)))
+      chex.assert_trees_all_close(stiff.model.geom_solref, np.tile([0.01, 1.0], (ngeom, 1)))
+    self.assertEqual((self.world.simulator["contact_timeconst"],
+                      stiff_panel.simulator["contact_timeconst"]), ([0.02], [0.01]))
+    deepest = []
+    for world in (self.worlds[self.index("flat")], stiff_worlds[self.index("flat")]):
+      data = mujoco.MjData(world.model)
+      data.qpos[:] = world.data.qpos
+      data.qpos[2] += 0.03
+      data.ctrl[:] = self.world.env.robot.default_pose
+      sunk = 0.0
+      for _ in range(100):
+        mujoco.mj_step(world.model, data)
+        sunk = max([sunk] + [-c.dist for c in data.contact[:data.ncon]])
+      deepest.append(sunk)
+    self.assertGreater(deepest[0], 0.002)
+    self.assertLess(deepest[1], 0.8 * deepest[0])
 
   def test_the_wrap_is_the_envs(self):
     # Catches a trunk left off the tile, moved by the wrong amount, or moved along world axes
@@ -692,12 +725,13 @@ class FormatTest(absltest.TestCase):
                                "   0.050  +0.000  MISSED   timeout=3 fall=1")
     # A record from before the collision option was recorded ran MuJoCo's default.
     self.assertIn("onnx policy in C MuJoCo 3.17.0, float64, NEWTON solver (converged: up to "
-                  "100 iterations, tolerance 1e-10), native collisions, EULER at 0.005 s",
-                  lines[0])
+                  "100 iterations, tolerance 1e-10), native collisions, EULER at 0.005 s, "
+                  "contact time constant 0.02 s, inclined floor", lines[0])
     self.assertLen(lines, 4)  # a record without intervals (written before them) has no more
     record["simulator"]["ccd"] = "mpr"
-    self.assertIn("tolerance 1e-10), mpr collisions, EULER",
-                  ledger.format_sim2sim(record).splitlines()[0])
+    record["simulator"]["contact_timeconst"] = [0.01]
+    self.assertIn("tolerance 1e-10), mpr collisions, EULER at 0.005 s, contact time constant "
+                  "0.01 s, inclined", ledger.format_sim2sim(record).splitlines()[0])
 
     record["envs_per_family"] = 4
     record["gap"] = gaps_lib.gaps({"friction": m}, {"friction": c}, {

@@ -17,6 +17,12 @@ class EnvConfig:
   physics_timestep: float = 0.005
   """Physics timestep, s; 0 keeps the robot's MJCF value (4 ms on Go2). 5 ms is legged_gym's
   value: 4 substeps per control step (experiments/README.md has its speed against 4 ms)."""
+  contact_timeconst: float = 0.0
+  """The contact time constant, s (MuJoCo's `solref[0]`), written to every geom of the robot and
+  its ground; 0 keeps the robot file's (MuJoCo's default, 0.02 s on Go2). Smaller is stiffer: a
+  foot landing at speed sinks less deep (experiments/README.md, "A stiffer foot contact"). Both
+  simulators step with it, MJX in training and C MuJoCo in `sim2sim`. MuJoCo stiffens no contact
+  past two physics steps, so a value below that is refused."""
   episode_seconds: float = 20.0
   """Time limit; reaching it is a truncation (bootstrapped), not a termination."""
   action_clip: float = 5.0
@@ -70,6 +76,7 @@ def validate(env: EnvConfig) -> None:
          "it must be 0 (the robot's MJCF timestep) or in (0, 0.02] s")
   if env.physics_timestep:
     substeps(env, env.physics_timestep)
+    check_contact_timeconst(env, env.physics_timestep)
   check_positive("env.fall_height", env.fall_height)
   if not 0 < env.fall_tilt_degrees <= 180:
     fail("env.fall_tilt_degrees", env.fall_tilt_degrees, "it must be in (0, 180]")
@@ -81,6 +88,24 @@ def validate(env: EnvConfig) -> None:
   if env.gait_hz < 0 or env.gait_hz > env.control_hz / 4:
     fail("env.gait_hz", env.gait_hz,
          f"it must be 0 (no clock) or in (0, control_hz / 4 = {env.control_hz / 4:g}]")
+
+
+def check_contact_timeconst(env: EnvConfig, timestep: float) -> None:
+  """Refuses a contact time constant MuJoCo would not step with as written.
+
+  Args:
+    env: the env section.
+    timestep: the physics timestep, s (`env.physics_timestep`, or the robot's MJCF value).
+
+  Raises:
+    ValueError: unless `env.contact_timeconst` is 0 or in [2 * timestep, 0.1] s (MuJoCo raises
+      a time constant below two physics steps to two steps unless told not to).
+  """
+  value = env.contact_timeconst
+  if value != 0 and not 2 * timestep <= value <= 0.1:
+    fail("env.contact_timeconst", value,
+         f"it must be 0 (the robot file's) or in [2 x the physics timestep = {2 * timestep:g}, "
+         "0.1] s")
 
 
 def substeps(env: EnvConfig, timestep: float) -> int:

@@ -279,11 +279,14 @@ def _validate_across_sections(config: TrainConfig) -> None:
 
 
 def substeps(config: TrainConfig, timestep: float) -> int:
-  """Physics steps per control step of `config`'s env (`env.substeps`), checked to be whole.
+  """Physics steps per control step of `config`'s env (`env.substeps`), checked to be whole;
+  `env.contact_timeconst` is checked against the same timestep.
 
   Raises:
-    ValueError: when 1 / control_hz is not a whole multiple of the timestep.
+    ValueError: when 1 / control_hz is not a whole multiple of the timestep, or the contact
+      time constant is below two of its steps.
   """
+  env_lib.check_contact_timeconst(config.env, timestep)
   return env_lib.substeps(config.env, timestep)
 
 

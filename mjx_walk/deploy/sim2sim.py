@@ -184,8 +184,9 @@ class CMuJoCoPanel:
     self._step_fns = self._compile()
 
   def _configure(self, model: mujoco.MjModel) -> mujoco.MjModel:
-    """Sets the run's physics timestep, the solver and collision settings and vertical gravity."""
+    """Sets the run's timestep, contacts' solref, solver and collision settings, upright gravity."""
     model.opt.timestep = float(self.env.model.opt.timestep)
+    model.geom_solref[:] = self.env.robot.mj_model.geom_solref  # the env's own, float64
     for name, value in self._settings.items():
       setattr(model.opt, name, value)
     model.opt.disableflags |= self._ccd
@@ -221,6 +222,7 @@ class CMuJoCoPanel:
         "cone": mujoco.mjtCone(opt.cone).name.removeprefix("mjCONE_"),
         "ccd": "mpr" if opt.disableflags & c_options.CCDS["mpr"] else "native",
         "physics_timestep": float(opt.timestep),
+        "contact_timeconst": sorted({float(t) for t in self._nominal.geom_solref[:, 0]}),
         "slope": "inclined floor, vertical gravity",
         **ground,
     }

@@ -384,6 +384,11 @@ def _of_seed(record: dict[str, Any]) -> str:
   return "" if record.get("seed") is None else f" of seed {record['seed']}"
 
 
+def _timeconst(values: list[float]) -> str:
+  """The contact time constants of a model's geoms, one or several, as `0.01` or `0.01/0.02`."""
+  return "/".join(f"{value:g}" for value in values)
+
+
 def format_sim2sim(record: dict[str, Any]) -> str:
   """A second-simulator check: per stratum and figure, MJX, C MuJoCo and the gap (C - MJX), then
   whether the stratum is within the targets, and the C MuJoCo reset reasons."""
@@ -395,7 +400,8 @@ def format_sim2sim(record: dict[str, Any]) -> str:
            f"{sim['precision']}, {sim['solver']} solver ({sim['settings']}: up to "
            f"{sim['iterations']} iterations, tolerance "
            f"{sim['tolerance']:g}), {sim.get('ccd', 'native')} collisions, "  # native before --ccd
-           f"{sim['integrator']} at {sim['physics_timestep']:g} s, "
+           f"{sim['integrator']} at {sim['physics_timestep']:g} s, contact time constant "
+           f"{_timeconst(sim.get('contact_timeconst', [0.02]))} s, "  # 0.02 before it was set
            f"{sim['slope']}; {record['wall_seconds']:.0f} s",
            f"m = MJX, c = C MuJoCo, d = c - m; targets: {targets}",
            f"{'stratum':<{w}}" + "".join(f"{f'{label} m':>10}{'c':>8}{'d':>8}"

@@ -89,10 +89,11 @@ class LocomotionEnv:
       self.grid = terrain_lib.Grid.from_config(config.terrain)
     self.robot = robots.load(config.env.robot, terrain_lib.heightfield(config.terrain))
     mj_model = self.robot.mj_model
-    if config.env.physics_timestep:
-      mj_model.opt.timestep = config.env.physics_timestep  # this env's own compiled copy
-    # This process's own first device: MJX's default, the first device of all, belongs to
-    # process 0 in a multi-process run.
+    if config.env.physics_timestep:  # this env's own compiled copy
+      mj_model.opt.timestep = config.env.physics_timestep
+    if config.env.contact_timeconst:  # checked against the timestep by `substeps`
+      mj_model.geom_solref[:, 0] = config.env.contact_timeconst
+    # This process's own first device (MJX's default, the first of all, is process 0's).
     self.model = mjx.put_model(mj_model, device=jax.local_devices()[0], impl="jax")
     self.substeps = config_lib.substeps(config, float(mj_model.opt.timestep))
     self.dt = 1.0 / config.env.control_hz
