@@ -286,7 +286,8 @@ class RecipeTest(absltest.TestCase):
           config = config_lib.validate(gpu_check._config(getattr(gpu_check, name), "rough"))
           out[name] = [config.terrain.ground, config.scan.enabled, config.scan.num_points,
                        config.num_envs, config.families.num_train_families,
-                       config.panel.num_envs, list(config.network.scan_encoder_sizes)]
+                       config.panel.num_envs, list(config.network.scan_encoder_sizes),
+                       config.env.contact_timeconst]
         out["run_dir"] = gpu_check.run_dir_of("rough")
         print(json.dumps(out))
         """)
@@ -294,8 +295,9 @@ class RecipeTest(absltest.TestCase):
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     out = json.loads(done.stdout.splitlines()[-1])
     strata = len(config_lib.ALL_STRATA)
-    self.assertEqual(out["GPU"], ["heightfield", True, 117, 8192, 1024, strata * 8 * 4, [32, 16]])
-    self.assertEqual(out["TINY"], ["heightfield", True, 117, 16, 4, strata, [32, 16]])
+    self.assertEqual(out["GPU"],
+                     ["heightfield", True, 117, 8192, 1024, strata * 8 * 4, [32, 16], 0.01])
+    self.assertEqual(out["TINY"], ["heightfield", True, 117, 16, 4, strata, [32, 16], 0.01])
     self.assertEqual(out["run_dir"], "work/runs/go2_rough_gpu")
 
 
