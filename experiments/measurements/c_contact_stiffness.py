@@ -65,8 +65,7 @@ def main(argv: list[str]) -> None:
   del argv
   pol = policy_lib.load(_RUN_DIR.value, _STEP.value)
   strata = panel.select_strata(pol.manifest, _STRATA.value)
-  config = dataclasses.replace(pol.config, panel=dataclasses.replace(
-      pol.config.panel, envs_per_family=_ENVS_PER_FAMILY.value))
+  config = panel.enlarged(pol.config, _ENVS_PER_FAMILY.value)
   worlds = {float(value): _StiffnessPanel(config, pol.manifest, "converged", ccd=_CCD.value,
                                           timeconst=float(value)) for value in _TIMECONSTS.value}
   for value, world in worlds.items():  # refused as a run's config would be, before any replay

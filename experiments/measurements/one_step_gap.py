@@ -126,8 +126,7 @@ def main(argv: list[str]) -> None:
   del argv
   pol = policy_lib.load(_RUN_DIR.value, _STEP.value)
   strata = panel.select_strata(pol.manifest, _STRATA.value)
-  config = dataclasses.replace(pol.config, panel=dataclasses.replace(
-      pol.config.panel, envs_per_family=_ENVS_PER_FAMILY.value))
+  config = panel.enlarged(pol.config, _ENVS_PER_FAMILY.value)
   if _ALL_CONTACTS.value:  # C MuJoCo has no contact budget either way
     config = dataclasses.replace(config, terrain=dataclasses.replace(
         config.terrain, max_contact_points=0))

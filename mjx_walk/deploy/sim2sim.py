@@ -584,8 +584,7 @@ def check(pol: policy_lib.Policy, act: Act, policy_kind: str, solver: str = "con
   replayed = panel.select_strata(pol.manifest, strata)
   config = pol.config
   if envs_per_family is not None:
-    config = dataclasses.replace(config, panel=dataclasses.replace(
-        config.panel, envs_per_family=envs_per_family))
+    config = panel.enlarged(config, envs_per_family)
   evaluator = panel.make_evaluator(config, pol.manifest, pol.networks)
   mjx_stats, _ = jax.device_get(evaluator.run(jax.device_get(pol.params)))
   world = CMuJoCoPanel(config, pol.manifest, solver, ccd=ccd)

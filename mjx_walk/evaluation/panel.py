@@ -164,6 +164,13 @@ def panel_config(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
   return dataclasses.replace(config, env=env)
 
 
+def enlarged(config: config_lib.TrainConfig, envs_per_family: int) -> config_lib.TrainConfig:
+  """`config` with its panel playing `envs_per_family` envs of each evaluation family: the same
+  families, from more first states (`panel_envs`)."""
+  return dataclasses.replace(config, panel=dataclasses.replace(
+      config.panel, envs_per_family=envs_per_family))
+
+
 def panel_envs(config: config_lib.TrainConfig, manifest: families.Manifest,
                num_envs: int | None = None) -> tuple[families.FamilyParams, jax.Array]:
   """Each panel env's family draw (env j in evaluation family j % E) and reset key, [N] each;
