@@ -126,6 +126,22 @@ def pytest_unconfigure(config):
   path.write_text(json.dumps(dict(_cache)))
 
 
+def trace_afresh() -> None:
+  """Drops this process's traces and compiled programs, before a test traces a program that
+  other workers (or the shared runs of `runs.py`) compile too.
+
+  JAX keys its persistent compilation cache on the lowered module. A program traced after
+  others in the same process reuses their cached inner traces (MJX's step, `jnp.where`, ...),
+  so that its private functions can come out merged and numbered differently: another key,
+  and a compile where a read was due. The tiny single-seed chunk traced after the 3-seed one
+  got another key (a 46 s compile in the suite) and, after `jax.clear_caches()`, the key a
+  fresh process gives it (2026-12-06). The price is tracing anew what this process had traced
+  (about 10 s for a trainer), so it is called only where a program is shared.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.clear_caches()
+
+
 def pytest_terminal_summary(terminalreporter):
   total = collections.Counter()
   for path in pathlib.Path(os.environ[SHARED]).glob("jax-cache-*.json"):

@@ -47,6 +47,7 @@ def warm() -> pathlib.Path:
     fcntl.flock(lock, fcntl.LOCK_EX)  # the other workers wait here while the first trains
     if not (shared / "trained" / "complete").exists():
       shutil.rmtree(shared / "trained", ignore_errors=True)
+      conftest.trace_afresh()  # the keys a fresh process gives its programs
       runner.run(trained_config(), built)
       (shared / "trained" / "complete").touch()
   return built
@@ -67,6 +68,7 @@ def warm_seeds() -> pathlib.Path:
     fcntl.flock(lock, fcntl.LOCK_EX)
     if not (shared / "seeds" / "complete").exists():
       shutil.rmtree(shared / "seeds", ignore_errors=True)
+      conftest.trace_afresh()
       runner.run(seeds_config(), built)
       (shared / "seeds" / "complete").touch()
   return built
