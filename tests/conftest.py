@@ -135,8 +135,11 @@ def trace_afresh() -> None:
   so that its private functions can come out merged and numbered differently: another key,
   and a compile where a read was due. The tiny single-seed chunk traced after the 3-seed one
   got another key (a 46 s compile in the suite) and, after `jax.clear_caches()`, the key a
-  fresh process gives it (2026-12-06). The price is tracing anew what this process had traced
-  (about 10 s for a trainer), so it is called only where a program is shared.
+  fresh process gives it (2026-12-06). The price is tracing anew, and compiling anew the small
+  programs the cache does not keep, whatever this process traced before: about 16 CPU seconds
+  a call in `SeedRunTest`, where two calls (before its run and before its resume) cost 32 CPU
+  seconds more than the 2-seed chunk they saved compiling (65 against 97, a warm cache). So it
+  is called only where a program is shared and would otherwise be compiled.
   """
   import jax  # pylint: disable=g-import-not-at-top
   jax.clear_caches()
@@ -161,7 +164,7 @@ def pytest_terminal_summary(terminalreporter):
 # cache (2026-12-06; tests/README.md, "The order files start in, again"); the rest follow
 # alphabetically. A new long file belongs here.
 _LONGEST_FIRST = ("test_checkpoint.py", "test_sim2sim.py", "test_trainer.py", "test_seeds.py",
-                  "test_evaluate.py", "test_terrain.py", "test_notebooks.py", "test_gpu_check.py",
+                  "test_evaluate.py", "test_terrain.py", "test_gpu_check.py",
                   "test_train.py", "test_export.py", "test_env.py", "test_families.py",
                   "test_ppo.py", "test_traces.py", "test_layers.py", "test_report.py",
                   "test_sharding.py", "test_robots.py", "test_audit.py", "test_scaling.py",

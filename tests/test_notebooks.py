@@ -1,4 +1,4 @@
-"""The notebooks run top to bottom in a real kernel, as a user would run them.
+"""The notebooks run top to bottom in a real kernel, as a user would run them (slow-marked).
 
 `quickstart.ipynb` runs with its parameters cell replaced by a tiny config (the same geometry as
 `configs.TINY`), so the whole notebook — install check, training, recipe, plots, eval table and
@@ -11,6 +11,7 @@ import pathlib
 
 import nbclient
 import nbformat
+import pytest
 
 from mjx_walk.evaluation import traces as trace_files
 from mjx_walk.run import ledger
@@ -20,6 +21,11 @@ import runs
 import pictures
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+
+# Slow (`pytest -m slow`, which CI runs): each notebook starts a kernel of its own, which imports
+# the stack, traces the trainer and the panel and renders videos, 38 and 43 CPU seconds on the
+# 2-core machine (2026-12-06), 6% of the default suite's CPU for two tests.
+pytestmark = pytest.mark.slow
 
 # The notebook sets fields by dotted path, as the CLI does. The tiny panel as it is (5-step
 # episodes, videos of 3 frames), so that the notebook's panel is the program the shared run

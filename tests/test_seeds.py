@@ -184,9 +184,7 @@ class SeedRunTest(absltest.TestCase):
     cls.root = pathlib.Path(tempfile.mkdtemp(prefix="seeds-"))
     (cls.root / "straight").symlink_to(runs.warm_seeds(), target_is_directory=True)
     cls.config = runs.seeds_config()
-    conftest.trace_afresh()  # the shared run's keys: its chunk and panel are read, not compiled
     runner.run(runs.seeds_config(chunks=1), cls.root / "resumed")
-    conftest.trace_afresh()  # traced a second time in one process, the chunk would get a new key
     cls.resumed = runner.run(cls.config, cls.root / "resumed", resume=True)
 
   @classmethod
