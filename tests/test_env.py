@@ -375,7 +375,7 @@ class EnvTest(chex.TestCase):
     # 3.6, 2e-4 in a warm-start acceleration of 0.11 beside others of 109. So each leaf is held
     # to 1e-4 of its own largest magnitude. A wrong state (one not reset, or the final one) is
     # off by whole units.
-    by_step = jax.jit(jax.vmap(env.step))(dropped, actions)
+    by_step = _jitted(env)[1](dropped, actions)
     chex.assert_trees_all_equal_structs(nxt, by_step)
     for (path, ours), theirs in zip(jax.tree_util.tree_leaves_with_path(nxt),
                                     jax.tree.leaves(by_step)):

@@ -34,7 +34,8 @@ TINY_BUDGET_MINUTES = 30
 
 def run_check(*args: str, code: str | None = None, timeout: float = 600
               ) -> tuple[subprocess.CompletedProcess, float]:
-  """Runs `python experiments/gpu_check.py <args>`, importing this checkout's package.
+  """Runs `python experiments/gpu_check.py <args>`, importing this checkout's package (and, with
+  `code`, the command as `gpu_check`).
 
   Args:
     *args: the command's flags.
@@ -46,7 +47,7 @@ def run_check(*args: str, code: str | None = None, timeout: float = 600
   """
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
-      [str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+      [str(REPO), str(SCRIPT.parent)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
   program = [str(SCRIPT)] if code is None else ["-c", code]
   start = time.perf_counter()
   done = subprocess.run([sys.executable, *program, *args], capture_output=True, text=True,
@@ -207,15 +208,10 @@ class DeadlineTest(absltest.TestCase):
     # guard ends the process at the budget, naming the stage. The budget leaves the start
     # (imports, the backend, the header) 30 s: with 12 s, a machine busy with the suite's other
     # workers once reached the budget before the header.
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import dataclasses
-        import importlib.util
-        import sys
         from absl import app
-        spec = importlib.util.spec_from_file_location("gpu_check", {str(SCRIPT)!r})
-        gpu_check = importlib.util.module_from_spec(spec)
-        sys.modules["gpu_check"] = gpu_check
-        spec.loader.exec_module(gpu_check)
+        import gpu_check
         gpu_check.TINY = dataclasses.replace(
             gpu_check.TINY, compile_guess_s=1.0, timing_guess_s=0.0, finish_s=0.0)
         app.run(gpu_check.main)
@@ -268,6 +264,24 @@ class FlagTest(absltest.TestCase):
     self.assert_refused("--recipe=stairs",
                         "error: --recipe=stairs is invalid: give one of flat, rough")
 
+  def test_a_refusal_waits_for_no_heavy_import(self):
+    # Catches JAX, MuJoCo, the trainer or the stages imported before the flags are checked: 5 s
+    # of imports in every refused command (and in each refusal above).
+    code = textwrap.dedent("""
+        import sys
+        from absl import app
+        import gpu_check
+        try:
+          app.run(gpu_check.main, argv=["gpu_check.py", "--tiny", "--num_envs=10"])
+        except SystemExit as stop:
+          heavy = ("jax", "mujoco", "mjx_walk.runner", "gpu_check_stages")
+          print(stop.code, [name for name in heavy if name in sys.modules])
+        """)
+    done, _ = run_check(code=code, timeout=120)
+    self.assertEqual(done.stdout.splitlines()[-1], "2 []", done.stderr[-3000:])
+    self.assertTrue(done.stderr.startswith("error: --num_envs=10: config.num_envs=10"),
+                    done.stderr)
+
 
 class RecipeTest(absltest.TestCase):
   """The recipes the check trains, as configs: read in a process of their own (the script
@@ -275,11 +289,8 @@ class RecipeTest(absltest.TestCase):
 
   def test_the_rough_recipe_is_terrain_with_the_height_scan_at_the_gpu_batch(self):
     code = textwrap.dedent("""
-        import importlib.util, json, sys
-        spec = importlib.util.spec_from_file_location("gpu_check", "experiments/gpu_check.py")
-        gpu_check = importlib.util.module_from_spec(spec)
-        sys.modules["gpu_check"] = gpu_check
-        spec.loader.exec_module(gpu_check)
+        import json
+        import gpu_check
         from mjx_walk import config as config_lib
         out = {}
         for name in ("GPU", "TINY"):
