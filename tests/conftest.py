@@ -126,40 +126,32 @@ def pytest_unconfigure(config):
   path.write_text(json.dumps(dict(_cache)))
 
 
-# JAX's own caches that hold compiled programs: eager operations' (one jitted program per
-# primitive and shape) and the Python path's executables. `trace_afresh` keeps them.
-_COMPILED_CACHES = ("xla_primitive_callable", "_cached_compilation")
-
-
 def trace_afresh() -> None:
-  """Drops this process's cached traces (not its compiled programs), so that the next program
-  traced gets the persistent-cache key a fresh process gives it.
+  """Drops this process's traces and compiled programs, before a test traces a program that
+  other workers (or the shared runs of `runs.py`) compile too.
 
-  JAX keys its persistent compilation cache on the lowered module. A program traced after others
-  in the same process reuses their cached inner traces (`jnp.where`, MJX's kernels, ...) where it
-  can, and traces anew those evicted from the bounded caches, so that its private functions come
-  out shared and numbered differently: another key, and a compile where a read was due. The
-  2-seed chunk traced after the 2-seed run in one process was 2,111,879 bytes, and 2,105,362
-  with its fresh key after this call, as in a fresh process (2026-12-07). `jax.clear_caches()`
-  does the same and also drops every compiled program, which the suite then compiled again:
-  about 16 CPU seconds a call (2026-12-06). This clears every cache JAX registers except
-  `_COMPILED_CACHES`; jitted functions keep their compiled programs in C++.
+  JAX keys its persistent compilation cache on the lowered module. A program traced after
+  others in the same process reuses their cached inner traces (MJX's step, `jnp.where`, ...),
+  so that its private functions can come out merged and numbered differently: another key,
+  and a compile where a read was due. The tiny single-seed chunk traced after the 3-seed one
+  got another key (a 46 s compile in the suite) and, after `jax.clear_caches()`, the key a
+  fresh process gives it (2026-12-06). The price is tracing anew, and compiling anew the small
+  programs the cache does not keep, whatever this process traced before: about 16 CPU seconds
+  a call in `SeedRunTest`, where two calls (before its run and before its resume) cost 32 CPU
+  seconds more than the 2-seed chunk they saved compiling (65 against 97, a warm cache). So it
+  is called only where a program is shared and would otherwise be compiled.
 
-  Tracing anew costs too: called before every test, it took test_env, test_families, test_audit
-  and test_observations from 167 to 209 CPU seconds (one process, a cold cache, the same 9
-  programs compiled either way). So it is called only where a shared program is traced after
-  others and was measured to compile again: `runs.warm`, `runs.warm_seeds`, `SeedAxisTest` and
-  `SeedRunTest`'s resume.
+  Tracing anew is most of that price, not compiling: clearing every JAX cache but the two that
+  hold compiled programs (`xla_primitive_callable`, `_cached_compilation`) gives the same fresh
+  key and cost as much (`SeedAxisTest` and `SeedRunTest`, a warm cache, twice each: 209 and 214
+  CPU s against 212 and 223), and in a cold suite run `SeedRunTest` with two such clears read
+  the 2-seed chunk instead of compiling it (10 s of compiling and reading instead of 54) yet took
+  86 CPU s instead of 75 (2026-12-07). Called before every test, it took test_env,
+  test_families, test_audit and test_observations from 167 to 209 CPU s (one process, a cold
+  cache, the same 9 programs compiled either way).
   """
   import jax  # pylint: disable=g-import-not-at-top
-  from jax._src import util  # pylint: disable=g-import-not-at-top
-  caches = getattr(util, "_caches", None)  # JAX's registry of its caches (jax 0.10 to 0.12)
-  if caches is None:
-    jax.clear_caches()  # the same keys, at the price of compiling the small programs again
-    return
-  for cache, what in list(caches.items()):
-    if not any(what.startswith(f"<function {name} ") for name in _COMPILED_CACHES):
-      cache.cache_clear()
+  jax.clear_caches()
 
 
 def pytest_terminal_summary(terminalreporter):

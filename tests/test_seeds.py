@@ -184,10 +184,7 @@ class SeedRunTest(absltest.TestCase):
     cls.root = pathlib.Path(tempfile.mkdtemp(prefix="seeds-"))
     (cls.root / "straight").symlink_to(runs.warm_seeds(), target_is_directory=True)
     cls.config = runs.seeds_config()
-    # Each run's chunk traced afresh: traced after other programs, it would get another key.
-    conftest.trace_afresh()
     runner.run(runs.seeds_config(chunks=1), cls.root / "resumed")
-    conftest.trace_afresh()
     cls.resumed = runner.run(cls.config, cls.root / "resumed", resume=True)
 
   @classmethod
