@@ -186,10 +186,6 @@ class Plan:
   tiny: bool
   recipe: str
   """A key of `RECIPES`."""
-  recipe_file: str
-  """The recipe's file, under the repository's root."""
-  run_dir: str
-  """The training run's folder, under `out_dir`."""
   num_envs: tuple[int, ...]
   """Ascending, without repeats."""
   updates_per_chunk: int
@@ -205,6 +201,16 @@ class Plan:
   eval_every_seconds: float
   out_dir: pathlib.Path | None
   """None: a new temporary folder, made when the stages start."""
+
+  @property
+  def recipe_file(self) -> str:
+    """The recipe's file, under the repository's root."""
+    return RECIPES[self.recipe]
+
+  @property
+  def run_dir(self) -> str:
+    """The training run's folder, under `out_dir`."""
+    return run_dir_of(self.recipe)
 
 
 def _config(mode: Mode, recipe: str) -> config_lib.TrainConfig:
@@ -289,11 +295,10 @@ def _check_flags(argv: list[str]) -> Plan:
     if held:
       cli.refuse(f"--out_dir={out_dir} already holds {', '.join(held[:5])}"
                  f"{', ...' if len(held) > 5 else ''}; give an empty or new folder")
-  return Plan(mode=mode, tiny=_TINY.value, recipe=recipe, recipe_file=RECIPES[recipe],
-              run_dir=run_dir_of(recipe), num_envs=counts, updates_per_chunk=_UPDATES.value,
-              repeats=_REPEATS.value, matmul_precision=_MATMUL_PRECISION.value,
-              train_config=train_config, bench_configs=bench_configs,
-              train_seconds=60 * train_minutes,
+  return Plan(mode=mode, tiny=_TINY.value, recipe=recipe, num_envs=counts,
+              updates_per_chunk=_UPDATES.value, repeats=_REPEATS.value,
+              matmul_precision=_MATMUL_PRECISION.value, train_config=train_config,
+              bench_configs=bench_configs, train_seconds=60 * train_minutes,
               budget_seconds=60 * budget, eval_every_seconds=60 * every, out_dir=out_dir)
 
 
