@@ -103,7 +103,9 @@ TRUNK_HEIGHT_C = ("tests/test_sim2sim.py::HeightfieldWorldsTest::test_the_trunks
                   "inclined_floor_reads_the_hips_in_the_floors_frame",)
 TERRAIN_FAMILIES = ("tests/test_terrain.py::FamiliesTest",)
 TERRAIN_RESET = ("tests/test_terrain.py::EnvTerrainTest::test_an_auto_reset_moves_the_level_by_"
-                 "how_far_the_episode_went",)
+                 "how_far_the_episode_went",
+                 "tests/test_terrain.py::EnvTerrainTest::test_an_auto_reset_judges_a_command_"
+                 "that_cannot_reach_2_m_by_what_it_walked")
 PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
                "signals_restores_and_resumes_bit_for_bit",)
 FIRST_UPDATE_AUDIT = ("tests/test_trainer.py::CollectTest::test_the_audit_counts_the_rollouts_"
@@ -390,10 +392,19 @@ MUTANTS = (
     Mutant("promotion_without_timeout", "mjx_walk/sim/terrain.py",
            "  up = timed_out & far_enough\n", "  up = far_enough\n", TERRAIN_CURRICULUM),
     Mutant("promotion_distance_without_the_wrap", "mjx_walk/sim/env.py",
-           "        jnp.linalg.norm(final.data.qpos[0:2] + final.terrain.offset - start))",
-           "        jnp.linalg.norm(final.data.qpos[0:2] - start))", TERRAIN_RESET),
+           "jnp.linalg.norm(final.data.qpos[0:2] + ground.offset - start), reach)",
+           "jnp.linalg.norm(final.data.qpos[0:2] - start), reach)", TERRAIN_RESET),
     Mutant("promotion_by_distance_ignored", "mjx_walk/sim/terrain.py",
            "  if cfg.promote_distance > 0:\n", "  if False:\n", TERRAIN_CURRICULUM),
+    Mutant("promotion_within_reach_for_every_command", "mjx_walk/sim/terrain.py",
+           "      far_enough |= (reach < cfg.promote_distance) & by_fraction\n",
+           "      far_enough |= by_fraction\n", TERRAIN_CURRICULUM),
+    Mutant("command_reach_over_one_step", "mjx_walk/sim/env.py",
+           "                                         self.episode_steps, self.dt)\n",
+           "                                         1, self.dt)\n", TERRAIN_RESET),
+    Mutant("command_reach_without_the_turn", "mjx_walk/sim/terrain.py",
+           "  heading = jnp.cumsum(current[:, 2] * dt) - current[:, 2] * dt  # [T]\n",
+           "  heading = jnp.zeros(num_steps)  # [T]\n", TERRAIN_CURRICULUM),
     Mutant("wrap_leaves_feet_behind", "mjx_walk/sim/env.py",
            "        task=state.task.replace(foot_xy=state.task.foot_xy - shift),\n",
            "        task=state.task,\n", TERRAIN_WRAP),

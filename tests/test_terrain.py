@@ -309,12 +309,13 @@ class EnvTerrainTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     # As the rough recipes: a thigh's touch costs reward.limb_contact, only the trunk's ends the
-    # episode, and an episode that ends half a tile from its start is promoted. The fall height
-    # is low, so that a trunk lowered to its thighs' height stands.
+    # episode, and an episode that ends half a tile from its start is promoted, or, if its
+    # command cannot take it that far, one that walks 80 % of its command. The fall height is
+    # low, so that a trunk lowered to its thighs' height stands.
     cfg = _config(env__init_joint_noise=0.0, env__init_velocity_noise=0.0,
                   env__obs_noise_scale=0.0, env__limb_contact_ends=False,
                   reward__limb_contact=-1.0, env__fall_height=0.05,
-                  terrain__promote_distance=2.0)
+                  terrain__promote_distance=2.0, terrain__promote_within_reach=True)
     cls.env = env = env_lib.LocomotionEnv(cfg)
     manifest = families.make_manifest(cfg)
     flat = [f for f in manifest.eval_families if f.stratum == "flat"][:2]
@@ -493,15 +494,18 @@ class EnvTerrainTest(absltest.TestCase):
 
   def test_an_auto_reset_moves_the_level_by_how_far_the_episode_went(self):
     # Both episodes time out on this step, standing where they started, under the rough
-    # recipes' rule (promoted 2 m from the start). Env 0 walked all of its 10 m commanded, but
-    # back to its start: its level stays. Env 1 walked nothing of its 10 m but was moved back by
-    # one tile on the way (the wrap's offset): it ended 4 m from its start, and is promoted, its
-    # new ground the next level's. Catches the recipe's rule not applied (env 0 promoted, env 1
-    # demoted), the distance read without the wrap's whole tiles (env 1 demoted), a promotion
-    # not applied or not reported, and bookkeeping not cleared for the new episode.
+    # recipes' rule (promoted 2 m from the start). Env 0, whose command (0.5 m/s forward)
+    # reaches 2 m, walked all of its 10 m commanded, but back to its start: its level stays.
+    # Env 1 walked nothing of its 10 m but was moved back by one tile on the way (the wrap's
+    # offset): it ended 4 m from its start, and is promoted, its new ground the next level's.
+    # Catches the recipe's rule not applied (env 0 promoted, env 1 demoted), the distance read
+    # without the wrap's whole tiles (env 1 demoted), the reach of another schedule or of fewer
+    # steps than the episode's (env 0 promoted), a promotion not applied or not reported, and
+    # bookkeeping not cleared for the new episode.
     norm, to_edge = _units()
     family = self._family([STAIRS_UP, STAIRS_UP], [1, 1], [0.05, 0.05], [0.23, 0.23])
-    state = self._start(family, same=True)
+    family = family.replace(commands=family.commands.at[0, :, 0].set(0.5))
+    state = self._start(family)
     last = self.env.episode_steps - 1
     state = state.replace(
         task=state.task.replace(step=jnp.full((2,), last, jnp.int32)),
@@ -521,23 +525,43 @@ class EnvTerrainTest(absltest.TestCase):
     np.testing.assert_allclose(self._fields(after)[1], -riser * np.minimum(to_edge // 3, 4),
                                atol=2e-6)
 
+  def test_an_auto_reset_judges_a_command_that_cannot_reach_2_m_by_what_it_walked(self):
+    # Both envs stand still under a zero command (reach 0 m), at their start when the episode
+    # times out, having been commanded 10 m. Env 0 walked 8 m of it along the command: promoted
+    # (the fraction rule, 80 %). Env 1 walked 7.9 m: unchanged. Catches the within-reach rule
+    # not wired into the auto-reset (env 0 unchanged) or applied with the wrong fraction.
+    family = self._family([STAIRS_UP, STAIRS_UP], [1, 1], [0.05, 0.05], [0.23, 0.23])
+    state = self._start(family, same=True)
+    state = state.replace(
+        task=state.task.replace(step=jnp.full((2,), self.env.episode_steps - 1, jnp.int32)),
+        terrain=state.terrain.replace(level=jnp.array([4, 4], jnp.int32),
+                                      commanded=jnp.array([10.0, 10.0]),
+                                      progress=jnp.array([8.0, 7.9])))
+    after = self.step(state, self.zero)
+    np.testing.assert_array_equal(after.truncated, [True, True])
+    np.testing.assert_array_equal(after.terrain.level, [5, 4])
+    np.testing.assert_array_equal(after.metrics["terrain/promoted"], [1.0, 0.0])
+
 
 # 6. THE CURRICULUM RULES
 
 
 def _next_levels(level, terminated, timed_out, commanded, progress, distance=None,
-                 promote_distance=0.0):
+                 promote_distance=0.0, reach=None):
   """The levels after each episode, under the commanded-fraction rule (`promote_distance`
-  0) or the distance rule."""
+  0), the distance rule, or with a `reach` per episode the distance rule within reach."""
   if distance is None:
     distance = jnp.zeros_like(commanded)
-  return _next_levels_under(promote_distance)(
-      level, terminated, timed_out, commanded, progress, distance)
+  rule = _next_levels_under(promote_distance, reach is not None)
+  if reach is None:
+    return rule(level, terminated, timed_out, commanded, progress, distance)
+  return rule(level, terminated, timed_out, commanded, progress, distance, reach)
 
 
 @functools.cache
-def _next_levels_under(promote_distance):
-  cfg = dataclasses.replace(CFG.terrain, promote_distance=promote_distance)
+def _next_levels_under(promote_distance, within_reach=False):
+  cfg = dataclasses.replace(CFG.terrain, promote_distance=promote_distance,
+                            promote_within_reach=within_reach)
   return jax.jit(jax.vmap(functools.partial(terrain.next_level, cfg)))
 
 
@@ -588,6 +612,54 @@ class CurriculumTest(absltest.TestCase):
     got = _next_levels(jnp.asarray(level, jnp.int32), jnp.asarray(term), jnp.asarray(timeout),
                        f32(commanded), f32(progress), f32(distance), promote_distance=2.0)
     np.testing.assert_array_equal(got, want)
+
+  def test_within_reach_rule_on_hand_built_episodes(self):
+    # promote_distance 2 m, promote 0.8, demote 0.5, min commanded 2 m, with
+    # promote_within_reach: an episode whose command reaches less than 2 m is promoted by the
+    # fraction rule. Catches the fraction rule applied to commands that reach 2 m, a reach
+    # compared loosely (<=), the minimum commanded distance or the timeout not required of it,
+    # and the distance rule lost.
+    cases = [  # level, terminated, timed out, commanded, progress, distance, reach -> level
+        (3, False, True, 5.0, 4.0, 0.3, 1.5, 4),    # reach 1.5 m, 80 % walked: up
+        (3, False, True, 5.0, 3.9, 0.3, 1.5, 3),    # ... 78 % walked: unchanged
+        (3, False, True, 5.0, 5.0, 1.5, 2.0, 3),    # reach exactly 2 m: the distance rule's
+        (3, False, True, 5.0, 5.0, 1.9, 2.5, 3),    # reach 2.5 m, 1.9 m away: unchanged
+        (3, False, True, 5.0, 1.0, 2.0, 2.5, 4),    # ... 2 m away: up, as without reach
+        (3, False, True, 1.9, 1.9, 0.0, 0.5, 3),    # commanded < 2 m: not judged
+        (3, False, False, 5.0, 5.0, 0.3, 1.5, 3),   # all walked, but not to the time limit
+        (3, True, False, 5.0, 5.0, 0.3, 1.5, 2),    # terminated: down
+        (3, False, True, 5.0, 2.4, 0.3, 1.5, 2),    # below 50 %: down
+    ]
+    level, term, timeout, commanded, progress, distance, reach, want = (
+        np.array(c) for c in zip(*cases))
+    f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
+    args = (jnp.asarray(level, jnp.int32), jnp.asarray(term), jnp.asarray(timeout),
+            f32(commanded), f32(progress), f32(distance))
+    got = _next_levels(*args, promote_distance=2.0, reach=f32(reach))
+    np.testing.assert_array_equal(got, want)
+    # Without promote_within_reach the first case is unchanged: the distance rule alone.
+    np.testing.assert_array_equal(_next_levels(*args, promote_distance=2.0)[0], 3)
+
+  def test_command_reach_against_closed_forms(self):
+    # 500 steps of 0.02 s (10 s). Forward 0.4 m/s: 4 m. Lateral -0.3 m/s: 3 m. 1 m/s forward
+    # for 5 s then back for 5 s: 0. An arc, 0.5 m/s at 0.4 rad/s: the chord 2 v / w sin(w T / 2)
+    # = 2.2732 m (the heading of each step the one at its start, as the env's commands apply:
+    # within 0.005 m of the continuous arc). A turn on the spot then forward 0.4 m/s from 4 s:
+    # 2.4 m, whatever the heading turned to.
+    times = jnp.asarray([[0.0, 20.0], [0.0, 20.0], [0.0, 5.0], [0.0, 20.0], [0.0, 4.0]])
+    commands = jnp.asarray([
+        [[0.4, 0.0, 0.0], [9.0, 9.0, 9.0]],
+        [[0.0, -0.3, 0.0], [9.0, 9.0, 9.0]],
+        [[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]],
+        [[0.5, 0.0, 0.4], [9.0, 9.0, 9.0]],
+        [[0.0, 0.0, 0.5], [0.4, 0.0, 0.0]],
+    ])
+    reach = jax.jit(jax.vmap(functools.partial(terrain.command_reach, num_steps=500, dt=0.02)))
+    got = np.asarray(reach(times, commands))
+    chex.assert_shape(got, (5,))
+    arc = 2 * 0.5 / 0.4 * np.sin(0.4 * 10.0 / 2)
+    np.testing.assert_allclose(got, [4.0, 3.0, 0.0, arc, 2.4], atol=5e-3)
+    np.testing.assert_allclose(got[[0, 1, 2, 4]], [4.0, 3.0, 0.0, 2.4], atol=1e-4)
 
   def test_an_always_successful_policy_climbs_to_the_top_and_stays(self):
     # Every episode times out having walked all of its 10 m: from levels 0 .. 3 every env
@@ -732,6 +804,10 @@ class ConfigTest(absltest.TestCase):
          r"invalid: it must be >= 0"),
         (dict(terrain__promote_distance=float("nan")), r"config\.terrain\.promote_distance=nan "
          r"is invalid"),
+        (dict(terrain__promote_within_reach=True), r"config\.terrain\.promote_within_reach=True "
+         r"is invalid: it needs terrain\.promote_distance > 0 \(got 0\.0\)"),
+        (dict(terrain__promote_within_reach=1), r"config\.terrain\.promote_within_reach=1 is "
+         r"invalid: it must be True or False"),
         (dict(terrain__max_contact_points=-1), r"config\.terrain\.max_contact_points=-1 is "
          r"invalid: it must be 0 \(every contact slot\) or a positive integer"),
         (dict(terrain__max_contact_points=8.0), r"config\.terrain\.max_contact_points=8\.0 is "

@@ -80,6 +80,12 @@ class TerrainConfig:
   tile is the walk from its centre straight to its edge, across its terrain. Unlike legged_gym,
   an episode that fell is not promoted, however far it went. The demotion rule is the same
   under both."""
+  promote_within_reach: bool = False
+  """With `promote_distance` > 0: an episode whose command schedule cannot take a trunk
+  `promote_distance` from its start (the schedule's reach, followed exactly: a turning or slow
+  command's is short) is judged by the fraction rule instead: at the time limit, commanded at
+  least `min_commanded_distance`, and `promote_fraction` of it walked along the command. A
+  family's schedule is the same every episode, so without this its envs could never move up."""
   demote_fraction: float = 0.5
   """An episode that terminates (fall, body contact, ...) or walks less than this fraction of
   its commanded distance moves its env one level down."""
@@ -154,5 +160,11 @@ def validate(terrain: TerrainConfig) -> None:
          f"it must be >= 0 and below terrain.promote_fraction={terrain.promote_fraction}")
   check_nonnegative("terrain.min_commanded_distance", terrain.min_commanded_distance)
   check_nonnegative("terrain.promote_distance", terrain.promote_distance)
+  if not isinstance(terrain.promote_within_reach, bool):
+    fail("terrain.promote_within_reach", terrain.promote_within_reach, "it must be True or False")
+  if terrain.promote_within_reach and not terrain.promote_distance > 0:
+    fail("terrain.promote_within_reach", terrain.promote_within_reach,
+         f"it needs terrain.promote_distance > 0 (got {terrain.promote_distance}), whose rule it "
+         "extends to commands that cannot reach that distance")
   for name in ("panel_rough_height", "panel_stair_height", "panel_obstacle_height"):
     check_nonnegative(f"terrain.{name}", getattr(terrain, name))

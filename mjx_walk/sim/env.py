@@ -575,22 +575,20 @@ class LocomotionEnv:
     just taken; the family draw survives the reset.
     """
     done = final.terminated | final.truncated
-    if final.terrain is None:
+    ground, metrics, cfg = final.terrain, dict(final.metrics), self.terrain_config
+    if ground is None:
       fresh = self.reset(key, final.family)
-      return final.replace(
-          data=_tree_where(done, fresh.data, final.data),
-          obs=_tree_where(done, fresh.obs, final.obs),
-          task=_tree_where(done, fresh.task, final.task),
-      )
-    start = self._init_qpos[0:2] + final.family.spawn_offset  # [2]
-    level = terrain_lib.next_level(
-        self.terrain_config, final.terrain.level, final.terminated, final.truncated,
-        final.terrain.commanded, final.terrain.progress,
-        jnp.linalg.norm(final.data.qpos[0:2] + final.terrain.offset - start))
-    fresh = self.reset(key, final.family, level)
-    ground = _tree_where(done, fresh.terrain, final.terrain)
-    metrics = dict(final.metrics)
-    metrics.update(self._terrain_metrics(final.family, final.terrain, ground, done))
+    else:
+      start = self._init_qpos[0:2] + final.family.spawn_offset  # [2]
+      reach = (terrain_lib.command_reach(final.family.command_times, final.family.commands,
+                                         self.episode_steps, self.dt)
+               if cfg.promote_within_reach else None)
+      level = terrain_lib.next_level(
+          cfg, ground.level, final.terminated, final.truncated, ground.commanded,
+          ground.progress, jnp.linalg.norm(final.data.qpos[0:2] + ground.offset - start), reach)
+      fresh = self.reset(key, final.family, level)
+      ground = _tree_where(done, fresh.terrain, final.terrain)
+      metrics.update(self._terrain_metrics(final.family, final.terrain, ground, done))
     return final.replace(
         data=_tree_where(done, fresh.data, final.data),
         obs=_tree_where(done, fresh.obs, final.obs),

@@ -40,7 +40,8 @@ the episode did against its command:
             commanded distance (progress along the commanded direction, trunk frame), and was
             commanded at least `min_commanded_distance`; or, with `promote_distance` > 0 (the
             distance as legged_gym's, the time limit as well), it reached the time limit at
-            least `promote_distance` from its start;
+            least `promote_distance` from its start; with `promote_within_reach` too, an
+            episode whose command cannot take it that far (`command_reach`) by the first rule;
   down one  it terminated (fell, touched the ground with its body, diverged), or it was
             commanded at least `min_commanded_distance` and walked less than `demote_fraction`
             of it;
@@ -336,9 +337,28 @@ def wrap(grid: Grid, xy: jax.Array) -> jax.Array:
 # THE CURRICULUM
 
 
+def command_reach(command_times: jax.Array, commands: jax.Array, num_steps: int,
+                  dt: float) -> jax.Array:
+  """float32 []: how far from its start a trunk that follows a command schedule exactly for
+  `num_steps` control steps of `dt` ends, m (a straight line): each step's (vx, vy) in the
+  heading the yaw-rate commands have turned it to by the step's start.
+
+  Args:
+    command_times: float32 [K], when each command starts, s (the first at 0).
+    commands: float32 [K, 3], (vx, vy, yaw rate) of each.
+  """
+  t = jnp.arange(num_steps) * dt  # [T]
+  current = commands[jnp.sum(command_times[None, :] <= t[:, None], axis=1) - 1]  # [T, 3]
+  heading = jnp.cumsum(current[:, 2] * dt) - current[:, 2] * dt  # [T]
+  cos, sin = jnp.cos(heading), jnp.sin(heading)
+  step = jnp.stack([cos * current[:, 0] - sin * current[:, 1],
+                    sin * current[:, 0] + cos * current[:, 1]], axis=-1)  # [T, 2]
+  return jnp.linalg.norm(jnp.sum(step, axis=0) * dt)
+
+
 def next_level(cfg: config_lib.TerrainConfig, level: jax.Array, terminated: jax.Array,
                timed_out: jax.Array, commanded: jax.Array, progress: jax.Array,
-               distance: jax.Array) -> jax.Array:
+               distance: jax.Array, reach: jax.Array | None = None) -> jax.Array:
   """int32 []: the level an env moves to after an episode (the rules in the module docstring).
 
   Args:
@@ -349,12 +369,17 @@ def next_level(cfg: config_lib.TerrainConfig, level: jax.Array, terminated: jax.
     commanded: float32 [], the distance it was commanded to walk, m.
     progress: float32 [], the distance it walked along the command, m.
     distance: float32 [], how far from its start it ended, m (a straight line).
+    reach: float32 [], how far its command would have taken it (`command_reach`), m; needed
+      under `promote_within_reach` only.
   """
   judged = commanded >= cfg.min_commanded_distance
+  by_fraction = judged & (progress >= cfg.promote_fraction * commanded)
   if cfg.promote_distance > 0:
     far_enough = distance >= cfg.promote_distance
+    if cfg.promote_within_reach:
+      far_enough |= (reach < cfg.promote_distance) & by_fraction
   else:
-    far_enough = judged & (progress >= cfg.promote_fraction * commanded)
+    far_enough = by_fraction
   up = timed_out & far_enough
   down = terminated | (judged & (progress < cfg.demote_fraction * commanded))
   moved = level + up.astype(jnp.int32) - (down & ~up).astype(jnp.int32)
