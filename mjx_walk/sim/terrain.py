@@ -347,13 +347,22 @@ def command_reach(command_times: jax.Array, commands: jax.Array, num_steps: int,
     command_times: float32 [K], when each command starts, s (the first at 0).
     commands: float32 [K, 3], (vx, vy, yaw rate) of each.
   """
+  # Command k is current on the steps whose time is at or after its start and before the next
+  # one's (as the env applies them); it turns the heading by `turn` a step. Its steps' sum of
+  # e^(i heading) is a geometric series: n terms from the heading at its first step.
   t = jnp.arange(num_steps) * dt  # [T]
-  current = commands[jnp.sum(command_times[None, :] <= t[:, None], axis=1) - 1]  # [T, 3]
-  heading = jnp.cumsum(current[:, 2] * dt) - current[:, 2] * dt  # [T]
-  cos, sin = jnp.cos(heading), jnp.sin(heading)
-  step = jnp.stack([cos * current[:, 0] - sin * current[:, 1],
-                    sin * current[:, 0] + cos * current[:, 1]], axis=-1)  # [T, 2]
-  return jnp.linalg.norm(jnp.sum(step, axis=0) * dt)
+  started = jnp.sum(command_times[:, None] <= t[None, :], axis=1)  # [K]
+  n = (started - jnp.append(started[1:], 0)).astype(jnp.float32)  # [K] steps of each command
+  turn = commands[:, 2] * dt  # [K]
+  first = jnp.cumsum(turn * n) - turn * n  # [K] the heading at each command's first step
+  half = turn / 2
+  still = half == 0
+  series = jnp.where(still, n, jnp.sin(n * half) / jnp.where(still, 1.0, jnp.sin(half)))  # [K]
+  middle = first + turn * (n - 1) / 2
+  cos, sin = jnp.cos(middle), jnp.sin(middle)
+  vx, vy = commands[:, 0], commands[:, 1]
+  x, y = jnp.sum(series * (cos * vx - sin * vy)), jnp.sum(series * (sin * vx + cos * vy))
+  return jnp.hypot(x, y) * dt
 
 
 def next_level(cfg: config_lib.TerrainConfig, level: jax.Array, terminated: jax.Array,
