@@ -85,7 +85,8 @@ class TerrainConfig:
   `promote_distance` from its start (the schedule's reach, followed exactly: a turning or slow
   command's is short) is judged by the fraction rule instead: at the time limit, commanded at
   least `min_commanded_distance`, and `promote_fraction` of it walked along the command. A
-  family's schedule is the same every episode, so without this its envs could never move up."""
+  family's schedule is the same every episode, so without this its envs move up only by
+  overshooting their command."""
   demote_fraction: float = 0.5
   """An episode that terminates (fall, body contact, ...) or walks less than this fraction of
   its commanded distance moves its env one level down."""
