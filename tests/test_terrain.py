@@ -492,6 +492,16 @@ class EnvTerrainTest(absltest.TestCase):
     np.testing.assert_array_less(np.abs(after.data.qpos[:, 0]), GRID.tile_size / 2)
     np.testing.assert_allclose(after.data.qpos[1], after.data.qpos[0], atol=1e-4)
 
+  def _at_the_time_limit(self, state, progress, offset=((0.0, 0.0), (0.0, 0.0))):
+    """Both envs on their episode's last step at level 4, commanded 10 m, having walked
+    `progress` m along the command and been moved back by `offset` (the wrap's)."""
+    return state.replace(
+        task=state.task.replace(step=jnp.full((2,), self.env.episode_steps - 1, jnp.int32)),
+        terrain=state.terrain.replace(level=jnp.array([4, 4], jnp.int32),
+                                      offset=jnp.asarray(offset, jnp.float32),
+                                      commanded=jnp.array([10.0, 10.0]),
+                                      progress=jnp.asarray(progress, jnp.float32)))
+
   def test_an_auto_reset_moves_the_level_by_how_far_the_episode_went(self):
     # Both episodes time out on this step, standing where they started, under the rough
     # recipes' rule (promoted 2 m from the start). Env 0, whose command (0.5 m/s forward)
@@ -505,14 +515,8 @@ class EnvTerrainTest(absltest.TestCase):
     norm, to_edge = _units()
     family = self._family([STAIRS_UP, STAIRS_UP], [1, 1], [0.05, 0.05], [0.23, 0.23])
     family = family.replace(commands=family.commands.at[0, :, 0].set(0.5))
-    state = self._start(family)
-    last = self.env.episode_steps - 1
-    state = state.replace(
-        task=state.task.replace(step=jnp.full((2,), last, jnp.int32)),
-        terrain=state.terrain.replace(level=jnp.array([4, 4], jnp.int32),
-                                      offset=jnp.array([[0.0, 0.0], [0.0, -4.0]]),
-                                      commanded=jnp.array([10.0, 10.0]),
-                                      progress=jnp.array([10.0, 0.0])))
+    state = self._at_the_time_limit(self._start(family), progress=[10.0, 0.0],
+                                    offset=[[0.0, 0.0], [0.0, -4.0]])
     after = self.step(state, self.zero)
     np.testing.assert_array_equal(after.truncated, [True, True])
     np.testing.assert_array_equal(after.terrain.level, [4, 5])
@@ -531,12 +535,7 @@ class EnvTerrainTest(absltest.TestCase):
     # (the fraction rule, 80 %). Env 1 walked 7.9 m: unchanged. Catches the within-reach rule
     # not wired into the auto-reset (env 0 unchanged) or applied with the wrong fraction.
     family = self._family([STAIRS_UP, STAIRS_UP], [1, 1], [0.05, 0.05], [0.23, 0.23])
-    state = self._start(family, same=True)
-    state = state.replace(
-        task=state.task.replace(step=jnp.full((2,), self.env.episode_steps - 1, jnp.int32)),
-        terrain=state.terrain.replace(level=jnp.array([4, 4], jnp.int32),
-                                      commanded=jnp.array([10.0, 10.0]),
-                                      progress=jnp.array([8.0, 7.9])))
+    state = self._at_the_time_limit(self._start(family, same=True), progress=[8.0, 7.9])
     after = self.step(state, self.zero)
     np.testing.assert_array_equal(after.truncated, [True, True])
     np.testing.assert_array_equal(after.terrain.level, [5, 4])
