@@ -4,12 +4,15 @@
                                                     # (and second-simulator check)
   python -m mjx_walk.ledger runs/<a> runs/<b>       # latest evaluations side by side
 
-Two runs are compared only when their recipes name the same evaluation panel hash; otherwise the
-command refuses and exits with status 1. When both latest evaluations hold several training seeds
-(`seeds`), the comparison is over seeds (`ledger.format_seed_comparison`): per stratum and figure,
-the difference of the means with its 95% bootstrap interval and whether it is within the seed
-spread. Otherwise it is the means side by side (`ledger.format_comparison`), which notes when only
-one run has several seeds. It imports no JAX or MuJoCo, so it answers at once.
+Two runs are compared only when they were evaluated on the same panel: their recipes name the same
+panel hash, or, where those differ, their manifests hash to the same panel today (a run recorded
+before the hash left out the curriculum's promotion rules records another hash for the same panel);
+otherwise the command refuses and exits with status 1. When both latest evaluations hold several
+training seeds (`seeds`), the comparison is over seeds (`ledger.format_seed_comparison`): per
+stratum and figure, the difference of the means with its 95% bootstrap interval and whether it is
+within the seed spread. Otherwise it is the means side by side (`ledger.format_comparison`), which
+notes when only one run has several seeds. It imports no JAX or MuJoCo (but to read manifests,
+where the recorded panel hashes differ), so it answers at once.
 """
 
 from __future__ import annotations
@@ -27,6 +30,22 @@ def format_update(record: dict[str, Any]) -> str:
   return (f"last update {record['update']}: {record['env_steps']:,} env steps, "
           f"return {ledger.fmt(record.get('episode/return'), '.2f')}, "
           f"sps {ledger.fmt(record.get('perf/sps'), ',.0f')}")
+
+
+def panel_hash_now(run_dir: str, recorded: str) -> str:
+  """The run's panel hash as `Manifest.panel_hash` defines it now, from its manifest; the
+  recorded hash where the run folder has no manifest.
+
+  Raises:
+    SystemExit: status 1, for a manifest that does not match its own recorded hash.
+  """
+  from mjx_walk.run import run_folder  # JAX comes with it: only when the recorded hashes differ
+  try:
+    return run_folder.RunFolder(pathlib.Path(run_dir)).read_manifest().panel_hash
+  except FileNotFoundError:
+    return recorded
+  except ValueError as error:
+    cli.refuse(f"{run_dir}: {error}", status=1)
 
 
 def main(argv: list[str]) -> None:
@@ -62,6 +81,8 @@ def main(argv: list[str]) -> None:
     return
 
   hashes = [ledger.latest(records, "recipe")["panel_hash"] for records in runs]
+  if hashes[0] != hashes[1]:
+    hashes = [panel_hash_now(run_dir, recorded) for run_dir, recorded in zip(run_dirs, hashes)]
   if hashes[0] != hashes[1]:
     cli.refuse(f"refusing to compare: the evaluation panels differ ({run_dirs[0]}: panel "
                f"{hashes[0]}, {run_dirs[1]}: panel {hashes[1]}). Runs are compared only on the "

@@ -106,6 +106,10 @@ TERRAIN_RESET = ("tests/test_terrain.py::EnvTerrainTest::test_an_auto_reset_move
                  "how_far_the_episode_went",
                  "tests/test_terrain.py::EnvTerrainTest::test_an_auto_reset_judges_a_command_"
                  "that_cannot_reach_2_m_by_what_it_walked")
+PANEL_HASH = ("tests/test_terrain.py::FamiliesTest::test_the_manifest_is_a_pure_function_of_the_"
+              "config_and_round_trips",
+              "tests/test_ledger.py::test_cli_compares_runs_whose_manifests_hash_to_one_panel_today",
+              "tests/test_ledger.py::test_cli_refuses_runs_whose_manifests_hash_to_two_panels")
 PRE_SIGNALS = ("tests/test_checkpoint.py::ResumeTest::test_a_run_saved_before_the_typed_env_"
                "signals_restores_and_resumes_bit_for_bit",)
 FIRST_UPDATE_AUDIT = ("tests/test_trainer.py::CollectTest::test_the_audit_counts_the_rollouts_"
@@ -409,6 +413,12 @@ MUTANTS = (
            "  n = (started - jnp.append(started[1:], 0)).astype(jnp.float32)  # [K] steps of each "
            "command\n", "  n = started.astype(jnp.float32)  # [K] steps of each command\n",
            TERRAIN_CURRICULUM),
+    Mutant("panel_hash_takes_the_promotion_rules", "mjx_walk/sim/families.py",
+           "                            if key not in config_lib.PROMOTION_RULES}\n",
+           "                            if key not in ()}\n", PANEL_HASH),
+    Mutant("ledger_compares_recorded_panel_hashes_only", "mjx_walk/ledger.py",
+           "    hashes = [panel_hash_now(run_dir, recorded) for run_dir, recorded in zip(run_dirs, "
+           "hashes)]\n", "    pass\n", PANEL_HASH),
     Mutant("wrap_leaves_feet_behind", "mjx_walk/sim/env.py",
            "        task=state.task.replace(foot_xy=state.task.foot_xy - shift),\n",
            "        task=state.task,\n", TERRAIN_WRAP),

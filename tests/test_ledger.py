@@ -21,8 +21,10 @@ from mjx_walk.learn import records as records_lib
 from mjx_walk.run import ledger
 from mjx_walk.run import provenance
 from mjx_walk.run import spread
+from mjx_walk.sim import families
 
 import commands
+import configs
 
 RECIPE_KEYS = (
     "kind", "num_envs", "unroll_length", "num_minibatches", "num_epochs", "control_hz",
@@ -437,6 +439,42 @@ def test_cli_refuses_runs_on_different_panels(tmp_path):
                      f"panel panel111, {tmp_path / 'b'}: panel panel222). Runs are compared only "
                      "on the same panel.\n")
   assert ran.out == ""
+  assert commands.folder_digest(tmp_path) == before
+
+
+def write_manifest(run_dir: pathlib.Path, **terrain) -> str:
+  """A heightfield run's manifest.json in `run_dir`; returns its panel hash."""
+  cfg = configs.with_changes(terrain__ground="heightfield", families__spawn_offset=0.2,
+                             **{f"terrain__{key}": value for key, value in terrain.items()})
+  manifest = families.make_manifest(cfg)
+  (run_dir / "manifest.json").write_text(manifest.to_json())
+  return manifest.panel_hash
+
+
+def test_cli_compares_runs_whose_manifests_hash_to_one_panel_today(tmp_path):
+  # Recipes recorded under an older panel hash, which took in the promotion rules: the two
+  # manifests differ in those rules only, so their panel hashes today agree and the runs compare.
+  write_run(tmp_path / "a", panel_hash="panel111")
+  write_run(tmp_path / "b", panel_hash="panel222", success=0.5)
+  write_manifest(tmp_path / "a")
+  write_manifest(tmp_path / "b", promote_distance=2.0, promote_within_reach=True)
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"), str(tmp_path / "b"))
+  assert (ran.status, ran.err) == (0, "")
+  evaluations = [ledger.latest(ledger.read_run(tmp_path / run), "eval") for run in "ab"]
+  assert ran.out == ledger.format_comparison(
+      *evaluations, (str(tmp_path / "a"), str(tmp_path / "b"))) + "\n"
+
+
+def test_cli_refuses_runs_whose_manifests_hash_to_two_panels(tmp_path):
+  write_run(tmp_path / "a", panel_hash="panel111")
+  write_run(tmp_path / "b", panel_hash="panel222")
+  hashes = [write_manifest(tmp_path / "a"), write_manifest(tmp_path / "b", panel_stair_height=0.12)]
+  before = commands.folder_digest(tmp_path)
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"), str(tmp_path / "b"))
+  assert (ran.status, ran.out) == (1, "")
+  assert ran.err == (f"error: refusing to compare: the evaluation panels differ ({tmp_path / 'a'}: "
+                     f"panel {hashes[0]}, {tmp_path / 'b'}: panel {hashes[1]}). Runs are compared "
+                     "only on the same panel.\n")
   assert commands.folder_digest(tmp_path) == before
 
 

@@ -714,6 +714,15 @@ class FamiliesTest(absltest.TestCase):
     other = families.make_manifest(_config(panel__strata=config_lib.ALL_STRATA,
                                            terrain__panel_rough_height=0.06))
     self.assertNotEqual(other.panel_hash, self.manifest.panel_hash)
+    # The curriculum's promotion rules move training envs only: the whole manifest's hash
+    # changes, the panel's does not, so such runs are compared on one panel.
+    rules = families.make_manifest(_config(
+        panel__strata=config_lib.ALL_STRATA, terrain__promote_fraction=0.7,
+        terrain__promote_distance=2.0, terrain__promote_within_reach=True,
+        terrain__demote_fraction=0.4, terrain__min_commanded_distance=1.5))
+    self.assertNotEqual(rules.hash, self.manifest.hash)
+    self.assertEqual(rules.panel_hash, self.manifest.panel_hash)
+    self.assertEqual(rules.eval_families, self.manifest.eval_families)
 
   def test_training_types_follow_the_weights(self):
     only_rough = families.make_manifest(_config(terrain__type_weights=(1.0, 0.0, 0.0, 0.0, 0.0)))

@@ -38,13 +38,14 @@ from mjx_walk.config.run import TrainConfig
 from mjx_walk.config.run import validate
 from mjx_walk.config.scan import ScanConfig
 from mjx_walk.config.terrain import GROUNDS
+from mjx_walk.config.terrain import PROMOTION_RULES
 from mjx_walk.config.terrain import TERRAIN_TYPES
 from mjx_walk.config.terrain import TerrainConfig
 
 __all__ = [
     "ACTIVATIONS", "ALL_STRATA", "AuditConfig", "CheckpointConfig", "CommandRanges",
     "EnvConfig", "FamilyConfig", "GROUNDS", "MAX_SEEDS", "NetworkConfig", "PanelConfig",
-    "PPOConfig",
+    "PPOConfig", "PROMOTION_RULES",
     "RESUMABLE_FIELDS", "ReportConfig", "RewardConfig", "STAIR_RISERS_CM", "STAIR_STRATA",
     "STRATA", "ScanConfig", "TERRAIN_STRATA",
     "TERRAIN_TYPES", "TerrainConfig", "TrainConfig", "computation_changes", "default",

@@ -10,6 +10,11 @@ TERRAIN_TYPES = ("flat", "rough", "slope", "stairs_up", "stairs_down", "obstacle
 """Heightfield terrain types (`mjx_walk.sim.terrain`), in code order."""
 GROUNDS = ("plane", "heightfield")
 """`terrain.ground`: MuJoCo's infinite plane, or a heightfield tile per env."""
+PROMOTION_RULES = ("promote_fraction", "promote_distance", "promote_within_reach",
+                   "demote_fraction", "min_commanded_distance")
+"""The fields that only move a training env between levels when its episode ends: the held-out
+panel's ground and episodes do not depend on them, so the panel's hash leaves them out
+(`Manifest.panel_hash`) and runs that differ only in them are compared on one panel."""
 
 
 @dataclasses.dataclass

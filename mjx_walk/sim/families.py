@@ -235,8 +235,7 @@ def draw_train_family(seed: int, config: config_lib.TrainConfig) -> Family:
       payload_mass=payload_mass,
       payload_com=payload_com,
       joint_friction=joint_friction,
-      motor_strength=motor_strength,
-      action_delay=action_delay,
+      motor_strength=motor_strength, action_delay=action_delay,
       push_seconds=float(fam_cfg.push_seconds),
       slope_degrees=slope_degrees,
       slope_direction=slope_direction,
@@ -415,11 +414,12 @@ class Manifest:
 
   @property
   def panel_hash(self) -> str:
-    """sha256 of the evaluation panel alone: runs are compared only when this matches."""
+    """The held-out panel's sha256 (families, ground less `PROMOTION_RULES`): runs match on it."""
     content = {"eval_families": [f.to_dict() for f in self.eval_families],
                "eval": self.ranges["eval"]}
-    if "terrain" in self.ranges:  # the grid and the panel's magnitudes shape the ground
-      content["terrain"] = self.ranges["terrain"]
+    if "terrain" in self.ranges:
+      content["terrain"] = {key: value for key, value in self.ranges["terrain"].items()
+                            if key not in config_lib.PROMOTION_RULES}
     return _digest(content)
 
   @property
