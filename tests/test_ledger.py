@@ -478,6 +478,24 @@ def test_cli_refuses_runs_whose_manifests_hash_to_two_panels(tmp_path):
   assert commands.folder_digest(tmp_path) == before
 
 
+def test_cli_refuses_a_comparison_whose_manifest_was_edited(tmp_path):
+  write_run(tmp_path / "a", panel_hash="panel111")
+  write_run(tmp_path / "b", panel_hash="panel222")
+  write_manifest(tmp_path / "a")
+  write_manifest(tmp_path / "b")
+  path = tmp_path / "b" / "manifest.json"
+  values = json.loads(path.read_text())
+  values["eval_families"][0]["seed"] += 1
+  path.write_text(json.dumps(values))
+  recorded = values["hash"]
+  before = commands.folder_digest(tmp_path)
+  ran = commands.run_main(ledger_cli.main, str(tmp_path / "a"), str(tmp_path / "b"))
+  assert (ran.status, ran.out) == (1, "")
+  assert ran.err.startswith(f"error: {tmp_path / 'b'}: manifest content hashes to ")
+  assert ran.err.endswith(f" but records {recorded}; it was edited or corrupted\n")
+  assert commands.folder_digest(tmp_path) == before
+
+
 def test_cli_refuses_a_comparison_without_an_evaluation(tmp_path):
   write_run(tmp_path / "a")
   write_run(tmp_path / "b", with_eval=False)
