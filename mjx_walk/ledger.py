@@ -53,8 +53,8 @@ def main(argv: list[str]) -> None:
 
   Raises:
     SystemExit: status 2 for zero or more than two run folders; status 1, with the reason on
-      stderr, for a missing or malformed ledger, a run without a recipe, or two runs evaluated
-      on different panels.
+      stderr, for a missing or malformed ledger, a run without a recipe, an edited manifest
+      (read where the recorded panel hashes differ), or two runs evaluated on different panels.
   """
   run_dirs = argv[1:]
   if not 1 <= len(run_dirs) <= 2:
