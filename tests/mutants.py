@@ -83,6 +83,8 @@ CCD = ("tests/test_sim2sim.py::HeightfieldWorldsTest::test_the_collision_option_
        "world_and_turns_a_sunk_foots_normals",)
 STIFF_CONTACT = ("tests/test_sim2sim.py::HeightfieldWorldsTest::test_a_stiffer_contact_reaches_"
                  "both_simulators_and_every_world",)
+SOLVER_ITERATIONS = ("tests/test_sim2sim.py::WorldsTest::test_solver_iterations_reach_mjx_and_"
+                     "every_world_under_mjxs_settings",)
 GAP_INTERVALS = ("tests/test_sim2sim.py::GapsTest", "tests/test_sim2sim.py::GapIntervalsTest")
 SIM2SIM_RECORD = ("tests/test_sim2sim.py::Sim2SimCommandTest::test_writes_the_record_and_prints_"
                   "the_table",)
@@ -305,6 +307,15 @@ MUTANTS = (
     Mutant("sim2sim_contact_not_copied", "mjx_walk/deploy/sim2sim.py",
            "    model.geom_solref[:] = self.env.robot.mj_model.geom_solref",
            "    pass", STIFF_CONTACT),
+    Mutant("solver_iterations_not_applied_in_the_env", "mjx_walk/sim/env.py",
+           "      mj_model.opt.iterations = config.env.solver_iterations\n",
+           "      pass\n", SOLVER_ITERATIONS),
+    Mutant("sim2sim_iterations_not_copied", "mjx_walk/deploy/sim2sim.py",
+           "    model.opt.iterations = self.env.robot.mj_model.opt.iterations",
+           "    pass", SOLVER_ITERATIONS),
+    Mutant("solver_iterations_unchecked", "mjx_walk/config/env.py",
+           "  if not isinstance(env.solver_iterations, int) or not 0 <= env.solver_iterations <= 100:",
+           "  if False:", CONFIG),
     Mutant("contact_timeconst_unchecked_against_the_timestep", "mjx_walk/config/run.py",
            "  env_lib.check_contact_timeconst(config.env, timestep)\n", "", CONFIG),
     Mutant("sim2sim_family_not_applied", "mjx_walk/deploy/sim2sim.py",

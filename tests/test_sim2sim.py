@@ -136,6 +136,26 @@ class WorldsTest(absltest.TestCase):
     self.assertGreater(self.worlds[payload].model.body_mass[trunk],
                        nominal.body_mass[trunk] + 3.9)
 
+  def test_solver_iterations_reach_mjx_and_every_world_under_mjxs_settings(self):
+    # `env.solver_iterations` is written to MJX's model and, under `solver="mjx"`, steps every C
+    # MuJoCo world (the slope's inclined floor, compiled apart, too); the converged solver still
+    # caps at its own 100, and the robot file's line search is kept. Catches the value not
+    # applied in the env, or not copied to the worlds compiled from the robot's spec.
+    config = dataclasses.replace(
+        self.config, env=dataclasses.replace(self.config.env, solver_iterations=2))
+    expected = {"mjx": (2, 5, 1e-8), "converged": (100, 50, 1e-10)}
+    for solver, settings in expected.items():
+      world = sim2sim.CMuJoCoPanel(config, self.manifest, solver)
+      self.assertEqual(int(world.env.model.opt.iterations), 2)
+      worlds, _ = world.worlds()
+      self.assertLen(worlds, 10)
+      for one in worlds:
+        self.assertEqual((one.model.opt.iterations, one.model.opt.ls_iterations,
+                          one.model.opt.tolerance), settings)
+      self.assertEqual(world.simulator["iterations"], settings[0])
+    robot_file = sim2sim.CMuJoCoPanel(self.config, self.manifest, "mjx")
+    self.assertEqual({one.model.opt.iterations for one in robot_file.worlds()[0]}, {1})
+
   def test_the_first_observation_is_the_mjx_envs_own(self):
     # Catches a second, drifting copy of the observation, a state turned the wrong way into the
     # inclined world (the slope's projected gravity and velocities), or another reset state.

@@ -17,12 +17,16 @@ MJX's contact budget (`terrain.max_contact_points=0`).
 
 Each step is classed by C MuJoCo's contacts at its start: "wall" when a contact's normal is
 closer to the horizontal than to the vertical (z < 0.5: a sphere pushed out through the side of a
-heightfield cell's prism), "surface" otherwise. Prints one JSON line: per stratum, C MuJoCo's
+heightfield cell's prism, or resting on a riser steeper than 60 degrees); "shallow", of the others,
+when a geom pair has a penetrating contact more than 1 mm shallower than that pair's deepest (C
+MuJoCo keeps one contact for each prism a sphere reaches, MJX's heightfield collision only those
+within 1 mm of the deepest: a foot in the corner of a tread and a riser held by one face in MJX,
+by both in C MuJoCo); "surface" otherwise. Prints one JSON line: per stratum, C MuJoCo's
 falls, and per class the number of steps, the deepest contact's penetration (mm), and the gap at
 the step's end in the trunk's height (mm), linear velocity (m/s), angular velocity (rad/s) and
-the largest joint velocity's (rad/s), each as its 50th, 90th and 99th percentiles; the share of
-the steps whose linear-velocity gap exceeds 0.05 m/s that are "wall" steps; and the gaps of the
-20 steps before each fall in C MuJoCo.
+the largest joint velocity's (rad/s), each as its 50th, 90th and 99th percentiles; the shares of
+the steps whose linear-velocity gap exceeds 0.05 m/s that are "wall" and "shallow" steps; and the
+gaps of the 20 steps before each fall in C MuJoCo.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ _ALL_CONTACTS = flags.DEFINE_bool("all_contacts", False,
 _BEFORE_FALL = 20  # control steps before a fall that are also summarised on their own
 _WALL_NORMAL_Z = 0.5  # a contact normal's z below which the contact is a cell's side wall
 _LARGE_GAP = 0.05  # m/s of trunk linear velocity after one control step
+_MANIFOLD_MM = 1.0  # MJX's heightfield collisions keep a pair's contacts this close to its deepest
 
 
 class _Recorder(sim2sim.CMuJoCoPanel):
@@ -78,9 +83,22 @@ class _Recorder(sim2sim.CMuJoCoPanel):
     contacts = data.contact[:data.ncon]
     start["lowest_normal_z"] = min((c.frame[2] for c in contacts), default=1.0)
     start["deepest_mm"] = -1000 * min((c.dist for c in contacts), default=0.0)
+    start["shallow"] = _shallow_contacts(contacts)
     finite = super().physics(env_index, world, targets, push)
     self.steps.append(dict(start, end_qpos=data.qpos.copy(), end_qvel=data.qvel.copy()))
     return finite
+
+
+def _shallow_contacts(contacts) -> int:
+  """How many of the penetrating contacts are over `_MANIFOLD_MM` shallower than the deepest
+  contact of their own geom pair: those MJX's heightfield collisions leave out (they keep only a
+  pair's contacts within 1 mm of its deepest), where C MuJoCo keeps one for every prism."""
+  deepest = {}
+  for c in contacts:
+    pair = (int(c.geom[0]), int(c.geom[1]))
+    deepest[pair] = min(deepest.get(pair, 0.0), float(c.dist))
+  return sum(1 for c in contacts if c.dist < 0
+             and c.dist > deepest[(int(c.geom[0]), int(c.geom[1]))] + _MANIFOLD_MM / 1000)
 
 
 def _floating(tree, dtype):
@@ -158,14 +176,18 @@ def main(argv: list[str]) -> None:
   for j in np.flatnonzero(fell):
     before_fall[np.flatnonzero(steps["env"] == j)[-_BEFORE_FALL:]] = True
   wall = steps["lowest_normal_z"] < _WALL_NORMAL_Z
+  shallow = ~wall & (steps["shallow"] > 0)
   large = gap["lin_vel"] > _LARGE_GAP
   table = {}
   for stratum in strata:
     mine = env_strata[steps["env"]] == stratum
     rows = {"c_falls": int(fell[env_strata == stratum].sum()),
             "large_gaps_at_walls": round(float((mine & large & wall).sum()
-                                               / max(1, (mine & large).sum())), 3)}
-    for name, chosen in (("wall", mine & wall), ("surface", mine & ~wall),
+                                               / max(1, (mine & large).sum())), 3),
+            "large_gaps_at_shallow": round(float((mine & large & shallow).sum()
+                                                 / max(1, (mine & large).sum())), 3)}
+    for name, chosen in (("wall", mine & wall), ("shallow", mine & shallow),
+                         ("surface", mine & ~wall & ~shallow),
                          ("before_fall", mine & before_fall)):
       rows[name] = {"steps": int(chosen.sum()),
                     "deepest_mm": _percentiles(steps["deepest_mm"][chosen]),

@@ -23,6 +23,12 @@ class EnvConfig:
   foot landing at speed sinks less deep (experiments/README.md, "A stiffer foot contact"). Both
   simulators step with it, MJX in training and C MuJoCo in `sim2sim`. MuJoCo stiffens no contact
   past two physics steps, so a value below that is refused."""
+  solver_iterations: int = 0
+  """Newton iterations of the constraint solver per physics step (MuJoCo's `opt.iterations`); 0
+  keeps the robot file's (1 on Go2, the fastest). One iteration stops a sliding point contact in
+  a fraction of the distance Coulomb friction allows, two make it Coulomb-correct
+  (experiments/README.md, "The friction gap is MJX's solver"). Both simulators step with it, MJX
+  in training and C MuJoCo in `sim2sim --solver=mjx`."""
   episode_seconds: float = 20.0
   """Time limit; reaching it is a truncation (bootstrapped), not a termination."""
   action_clip: float = 5.0
@@ -77,6 +83,9 @@ def validate(env: EnvConfig) -> None:
   if env.physics_timestep:
     substeps(env, env.physics_timestep)
     check_contact_timeconst(env, env.physics_timestep)
+  if not isinstance(env.solver_iterations, int) or not 0 <= env.solver_iterations <= 100:
+    fail("env.solver_iterations", env.solver_iterations,
+         "it must be 0 (the robot file's) or a whole number of Newton iterations in [1, 100]")
   check_positive("env.fall_height", env.fall_height)
   if not 0 < env.fall_tilt_degrees <= 180:
     fail("env.fall_tilt_degrees", env.fall_tilt_degrees, "it must be in (0, 180]")

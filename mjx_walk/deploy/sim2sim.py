@@ -187,6 +187,7 @@ class CMuJoCoPanel:
     """Sets the run's timestep, contacts' solref, solver and collision settings, upright gravity."""
     model.opt.timestep = float(self.env.model.opt.timestep)
     model.geom_solref[:] = self.env.robot.mj_model.geom_solref  # the env's own, float64
+    model.opt.iterations = self.env.robot.mj_model.opt.iterations  # the env's; `solver` may cap
     for name, value in self._settings.items():
       setattr(model.opt, name, value)
     model.opt.disableflags |= self._ccd

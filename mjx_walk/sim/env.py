@@ -93,6 +93,8 @@ class LocomotionEnv:
       mj_model.opt.timestep = config.env.physics_timestep
     if config.env.contact_timeconst:  # checked against the timestep by `substeps`
       mj_model.geom_solref[:, 0] = config.env.contact_timeconst
+    if config.env.solver_iterations:
+      mj_model.opt.iterations = config.env.solver_iterations
     # This process's own first device (MJX's default, the first of all, is process 0's).
     self.model = mjx.put_model(mj_model, device=jax.local_devices()[0], impl="jax")
     self.substeps = config_lib.substeps(config, float(mj_model.opt.timestep))
