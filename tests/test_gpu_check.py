@@ -299,7 +299,7 @@ class RecipeTest(absltest.TestCase):
                        config.num_envs, config.families.num_train_families,
                        config.panel.num_envs, list(config.network.scan_encoder_sizes),
                        config.env.contact_timeconst, config.env.episode_seconds,
-                       config.terrain.promote_within_reach]
+                       config.terrain.promote_within_reach, config.env.solver_iterations]
         out["run_dir"] = gpu_check.run_dir_of("rough")
         print(json.dumps(out))
         """)
@@ -309,9 +309,9 @@ class RecipeTest(absltest.TestCase):
     strata = len(config_lib.ALL_STRATA)
     self.assertEqual(out["GPU"],
                      ["heightfield", True, 117, 8192, 1024, strata * 8 * 4, [32, 16], 0.01, 10.0,
-                      True])
+                      True, 2])
     self.assertEqual(out["TINY"], ["heightfield", True, 117, 16, 4, strata, [32, 16], 0.01, 10.0,
-                                     True])
+                                     True, 2])
     self.assertEqual(out["run_dir"], "work/runs/go2_rough_gpu")
 
 

@@ -53,8 +53,8 @@ def main(argv: list[str]) -> None:
     config = panel.enlarged(config, _ENVS_PER_FAMILY.value)
   mjx_by_iterations = {}
   for text in _MJX_ITERATIONS.value:
-    capped = dataclasses.replace(config, env=dataclasses.replace(
-        config.env, solver_iterations=int(text)))
+    capped = config if int(text) == 0 else dataclasses.replace(
+        config, env=dataclasses.replace(config.env, solver_iterations=int(text)))
     record, _ = panel.evaluate_policy(pol, capped, pol.manifest)
     mjx_by_iterations[int(text)] = {s: {k: v[k] for k in _FIGURES}
                                     for s, v in record["strata"].items() if s in strata}

@@ -7,8 +7,8 @@ The rough CPU config's ground, curriculum, height scan and held-out panel
 (experiments/recipes/go2_rough.py) at the one-GPU batch of experiments/recipes/go2_flat_gpu.py
 (8192 envs, 24-step horizon, 4 minibatches, (512, 256, 128) networks, with the rough recipe's
 (32, 16) branch for the scan, its thigh contacts penalised rather than ending episodes, its gait
-clock's swing as a least height, its stiffer foot contact and its ten-second episodes, which the
-H200 figures predate). The training families grow with
+clock's swing as a least height, its stiffer foot contact, its ten-second episodes and its two
+solver iterations, which the H200 figures predate). The training families grow with
 the batch (1024, 8 envs each), so every terrain type spans many shapes. Its H200 figures are in
 experiments/README.md ("A GPU recipe").
 """
@@ -31,6 +31,7 @@ def get_config() -> config_lib.TrainConfig:
       scan=rough.scan,
       env=dataclasses.replace(gpu.env, limb_contact_ends=rough.env.limb_contact_ends,
                               contact_timeconst=rough.env.contact_timeconst,
+                              solver_iterations=rough.env.solver_iterations,
                               episode_seconds=rough.env.episode_seconds),
       reward=dataclasses.replace(gpu.reward, limb_contact=rough.reward.limb_contact,
                                  swing_clearance=rough.reward.swing_clearance),
