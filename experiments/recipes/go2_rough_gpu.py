@@ -29,12 +29,10 @@ def get_config() -> config_lib.TrainConfig:
       gpu,
       terrain=rough.terrain,
       scan=rough.scan,
-      env=dataclasses.replace(gpu.env, limb_contact_ends=rough.env.limb_contact_ends,
-                              contact_timeconst=rough.env.contact_timeconst,
-                              solver_iterations=rough.env.solver_iterations,
-                              episode_seconds=rough.env.episode_seconds),
-      reward=dataclasses.replace(gpu.reward, limb_contact=rough.reward.limb_contact,
-                                 swing_clearance=rough.reward.swing_clearance),
+      # The flat GPU recipe keeps the default env and rewards: the rough recipe's are taken
+      # whole, so that a setting added there reaches this recipe too.
+      env=rough.env,
+      reward=rough.reward,
       network=dataclasses.replace(gpu.network,
                                   scan_encoder_sizes=rough.network.scan_encoder_sizes),
       families=dataclasses.replace(gpu.families, spawn_offset=rough.families.spawn_offset,
