@@ -67,9 +67,9 @@ def get_config() -> config_lib.TrainConfig:
   # several times harder than its friction coefficient): the policy trained with one fell 9 to 11
   # points more often in MJX than in converged C MuJoCo on the 15 cm risers, the same policy in
   # MJX at two iterations within 1 point of it. The hour with two reached median level 5 up and
-  # 7 down (one: 5 and 8) at 0.90 of the training speed, and its panel agreed with C MuJoCo on
-  # the stairs within 5.5 points of falls and 0.004 m/s (experiments/README.md, "The 15 cm
-  # risers: MJX's one Newton iteration").
+  # 7 down on both seeds (one: 5 and 8) at 0.90 of the training speed, and their panels agreed
+  # with C MuJoCo on all 16 strata within the targets, within 5.5 points of falls
+  # (experiments/README.md, "The 15 cm risers: MJX's one Newton iteration").
   config.env.solver_iterations = 2
   config.reward.limb_contact = -1.0
   # Promotion by distance, as legged_gym's: an episode that lasts to the time limit half a tile
