@@ -66,10 +66,11 @@ def get_config() -> config_lib.TrainConfig:
   # Two Newton iterations of the constraint solver (the robot file's one grips a sliding foot
   # several times harder than its friction coefficient): the policy trained with one fell 9 to 11
   # points more often in MJX than in converged C MuJoCo on the 15 cm risers, the same policy in
-  # MJX at two iterations within 1 point of it. The hour with two reached median level 5 up and
-  # 7 down on both seeds (one: 5 and 8) at 0.90 of the training speed, and their panels agreed
-  # with C MuJoCo on all 16 strata within the targets, within 5.5 points of falls
-  # (experiments/README.md, "The 15 cm risers: MJX's one Newton iteration").
+  # MJX at two iterations within 1 point of it. The hour with two reached median level 5 up on
+  # three seeds (7, 7 and 6 down; one iteration: 5 and 8) at 0.90 of the training speed, and
+  # their panels agreed with C MuJoCo within the targets on 47 of their 48 strata, the miss the
+  # 20 cm risers up with C MuJoCo falling less (experiments/README.md, "The 15 cm risers: MJX's
+  # one Newton iteration").
   config.env.solver_iterations = 2
   config.reward.limb_contact = -1.0
   # Promotion by distance, as legged_gym's: an episode that lasts to the time limit half a tile
