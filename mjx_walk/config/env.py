@@ -26,9 +26,10 @@ class EnvConfig:
   solver_iterations: int = 0
   """Newton iterations of the constraint solver per physics step (MuJoCo's `opt.iterations`); 0
   keeps the robot file's (1 on Go2, the fastest). One iteration stops a sliding point contact in
-  a fraction of the distance Coulomb friction allows, two make it Coulomb-correct
-  (experiments/README.md, "The friction gap is MJX's solver"). Both simulators step with it, MJX
-  in training and C MuJoCo in `sim2sim --solver=mjx`."""
+  a fraction of the distance Coulomb friction allows, two make it Coulomb-correct, though not
+  yet a body sliding on four contacts (experiments/README.md, "The friction gap is MJX's solver"
+  and "Two iterations on the flat default"). Both simulators step with it, MJX in training and C
+  MuJoCo in `sim2sim --solver=mjx`."""
   episode_seconds: float = 20.0
   """Time limit; reaching it is a truncation (bootstrapped), not a termination."""
   action_clip: float = 5.0
